@@ -1,0 +1,271 @@
+"""The guest ABI as data: status codes, export and import signatures, result types.
+
+This module owns every fact of the contract between the host and a scheduler plugin
+compiled to wasm (the ABI of kube-scheduler-wasm-extension): which exports a guest may
+have and with which signature, which host functions it may import, how results are
+packed, and the plain dataclasses the rest of the project uses for statuses and
+results. It has no behaviour beyond decoding packed integers, so the loader
+(`registry`), the guest host (`actors`) and the scheduler adapters share one source.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Final
+
+
+class Code(enum.IntEnum):
+    """kube-scheduler framework status codes, as the guest returns them."""
+
+    SUCCESS = 0
+    ERROR = 1
+    UNSCHEDULABLE = 2
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    WAIT = 4
+    SKIP = 5
+
+    @classmethod
+    def from_wire(cls, value: int) -> Code:
+        """A guest's status word; an unknown code is an Error (the guest broke the ABI)."""
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.ERROR
+
+    @property
+    def label(self) -> str:
+        """The name kube-scheduler prints (``UnschedulableAndUnresolvable``)."""
+        return _LABELS[self]
+
+
+_LABELS: Final = {
+    Code.SUCCESS: "Success",
+    Code.ERROR: "Error",
+    Code.UNSCHEDULABLE: "Unschedulable",
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
+    Code.WAIT: "Wait",
+    Code.SKIP: "Skip",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """The outcome of one extension-point call: a code, a reason and who said it."""
+
+    code: Code = Code.SUCCESS
+    reason: str = ""
+    plugin: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.code == Code.SUCCESS
+
+    @property
+    def is_rejection(self) -> bool:
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    def with_plugin(self, plugin: str) -> Status:
+        return self if self.plugin == plugin else Status(self.code, self.reason, plugin)
+
+    def __str__(self) -> str:
+        where = f" ({self.plugin})" if self.plugin else ""
+        return f"{self.code.label}{where}: {self.reason}" if self.reason else self.code.label + where
+
+
+SUCCESS: Final = Status()
+
+
+def error(reason: str, plugin: str = "") -> Status:
+    return Status(Code.ERROR, reason, plugin)
+
+
+# --- exports -------------------------------------------------------------------------
+
+I32: Final = "i32"
+I64: Final = "i64"
+
+#: Every extension-point export, with its result types (all take no parameters).
+EXPORT_RESULTS: Final[dict[str, tuple[str, ...]]] = {
+    "enqueue": (),
+    "prefilter": (I32,),
+    "filter": (I32,),
+    "postfilter": (I64,),
+    "prescore": (I32,),
+    "score": (I64,),
+    "normalizescore": (I32,),
+    "reserve": (I32,),
+    "unreserve": (),
+    "permit": (I64,),
+    "prebind": (I32,),
+    "bind": (I32,),
+    "postbind": (),
+    "addpod": (I32,),
+    "removepod": (I32,),
+}
+
+#: Exports that make no sense without another one.
+COUPLED_EXPORTS: Final[dict[str, str]] = {"prescore": "score", "normalizescore": "score"}
+
+
+class NominatingMode(enum.IntEnum):
+    NOOP = 0
+    OVERRIDE = 1
+
+
+def split_i64(value: int) -> tuple[int, int]:
+    """(low 32 bits, high 32 bits) of a wasm i64 given as a Python int of either sign."""
+    value &= 0xFFFF_FFFF_FFFF_FFFF
+    return value & 0xFFFF_FFFF, value >> 32
+
+
+def as_int32(value: int) -> int:
+    value &= 0xFFFF_FFFF
+    return value - (1 << 32) if value & 0x8000_0000 else value
+
+
+def decode_score(packed: int) -> tuple[Code, int]:
+    """score: low 32 bits status code, high 32 bits score as a signed int32."""
+    low, high = split_i64(packed)
+    return Code.from_wire(low), as_int32(high)
+
+
+def decode_postfilter(packed: int) -> tuple[Code, NominatingMode]:
+    """postfilter: low 32 bits status code, high 32 bits nominating mode."""
+    low, high = split_i64(packed)
+    mode = NominatingMode.OVERRIDE if high == NominatingMode.OVERRIDE else NominatingMode.NOOP
+    return Code.from_wire(low), mode
+
+
+def decode_permit(packed: int) -> tuple[Code, int]:
+    """permit: HIGH 32 bits status code, low 32 bits wait timeout in ms (uint32)."""
+    low, high = split_i64(packed)
+    return Code.from_wire(high), low
+
+
+# --- imports -------------------------------------------------------------------------
+
+WASI: Final = "wasi_snapshot_preview1"
+K8S_API: Final = "k8s.io/api"
+K8S_SCHEDULER: Final = "k8s.io/scheduler"
+K8S_KLOG: Final = "k8s.io/klog"
+
+#: (module, name) -> (params, results) of every host function the ABI defines.
+HOST_IMPORTS: Final[dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    (K8S_API, "node"): ((I32,) * 4, (I32,)),
+    (K8S_API, "nodeList"): ((I32,) * 2, (I32,)),
+    (K8S_SCHEDULER, "currentPod"): ((I32,) * 2, (I32,)),
+    (K8S_SCHEDULER, "targetPod"): ((I32,) * 2, (I32,)),
+    (K8S_SCHEDULER, "currentNodeName"): ((I32,) * 2, (I32,)),
+    (K8S_SCHEDULER, "filteredNodeList"): ((I32,) * 2, (I32,)),
+    (K8S_SCHEDULER, "nodeToStatusMap"): ((I32,) * 2, (I32,)),
+    (K8S_SCHEDULER, "nodeScoreList"): ((I32,) * 2, (I32,)),
+    (K8S_SCHEDULER, "nodeImageStates"): ((I32,) * 4, (I32,)),
+    (K8S_SCHEDULER, "get_config"): ((I32,) * 2, (I32,)),
+    (K8S_SCHEDULER, "result.status_reason"): ((I32,) * 2, ()),
+    (K8S_SCHEDULER, "result.node_names"): ((I32,) * 2, ()),
+    (K8S_SCHEDULER, "result.nominated_node_name"): ((I32,) * 2, ()),
+    (K8S_SCHEDULER, "result.normalized_score_list"): ((I32,) * 2, ()),
+    (K8S_SCHEDULER, "result.cluster_events"): ((I32,) * 2, ()),
+    (K8S_SCHEDULER, "handle.eventrecorder.eventf"): ((I32,) * 2, ()),
+    (K8S_SCHEDULER, "handle.reject_waiting_pod"): ((I32,) * 4, ()),
+    (K8S_SCHEDULER, "handle.get_waiting_pod"): ((I32,) * 4, ()),
+    (K8S_KLOG, "severity"): ((), (I32,)),
+    (K8S_KLOG, "log"): ((I32,) * 3, ()),
+    (K8S_KLOG, "logs"): ((I32,) * 5, ()),
+}
+
+
+# --- cluster events ------------------------------------------------------------------
+
+class Resource(enum.IntEnum):
+    POD = 0
+    NODE = 1
+    PERSISTENT_VOLUME = 2
+    PERSISTENT_VOLUME_CLAIM = 3
+    POD_SCHEDULING_CONTEXT = 4
+    RESOURCE_CLAIM = 5
+    STORAGE_CLASS = 6
+    CSI_NODE = 7
+    CSI_DRIVER = 8
+    CSI_STORAGE_CAPACITY = 9
+    WILDCARD = 10
+
+
+class ActionType(enum.IntFlag):
+    ADD = 1
+    DELETE = 2
+    UPDATE_NODE_ALLOCATABLE = 4
+    UPDATE_NODE_LABEL = 8
+    UPDATE_NODE_TAINT = 16
+    UPDATE_NODE_CONDITION = 32
+    ALL = 63
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    resource: Resource | int
+    action: ActionType | int
+
+
+#: What a guest without `enqueue` (or returning no events) registers for.
+DEFAULT_CLUSTER_EVENTS: Final = (
+    ClusterEvent(Resource.POD, ActionType.ALL),
+    ClusterEvent(Resource.NODE, ActionType.ALL),
+    ClusterEvent(Resource.CSI_NODE, ActionType.ALL),
+    ClusterEvent(Resource.PERSISTENT_VOLUME, ActionType.ALL),
+    ClusterEvent(Resource.PERSISTENT_VOLUME_CLAIM, ActionType.ALL),
+    ClusterEvent(Resource.STORAGE_CLASS, ActionType.ALL),
+)
+
+
+# --- results of the extension points -------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    status: Status
+    #: The node subset the guest asked for; None means all nodes.
+    node_names: frozenset[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    status: Status
+    nominated_node_name: str = ""
+    mode: NominatingMode = NominatingMode.NOOP
+
+
+@dataclass(frozen=True, slots=True)
+class NodeScore:
+    name: str
+    score: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreResult:
+    """Score over many nodes: the scores of those that succeeded, or the first failure."""
+
+    status: Status
+    scores: tuple[NodeScore, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizeScoreResult:
+    status: Status
+    scores: tuple[NodeScore, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PermitResult:
+    status: Status
+    timeout_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FilterResult:
+    """Filter over many nodes: one status per node, in the order asked."""
+
+    statuses: tuple[tuple[str, Status], ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Status]:
+        return dict(self.statuses)

@@ -1,0 +1,168 @@
+"""GuestActor: one Pykka actor owning one wasm instance.
+
+This module owns the rule "one call at a time per instance, no lock": the actor
+creates its `GuestInstance` on its own thread (`on_start`), so the wasmtime Store never
+leaves that thread, and runs each `Invoke` message to completion before the next.
+Extension points over many nodes (filter, score) are one message carrying the node
+list. When a call breaks the instance (a trap), the actor tells its supervisor, which
+discards it; calls that still arrive are answered with an Error status.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+import structlog
+
+from actors import abi
+from actors.abi import ClusterEvent, Code, Status
+from actors.guest_instance import GuestInstance
+from actors.wire_cache import NodeWireCache
+from registry.compiler import CompiledGuest
+from registry.config import PluginConfig
+from registry.errors import GuestLoadError
+
+log = structlog.get_logger("actors.guest")
+
+#: GuestInstance methods a message may invoke.
+EXTENSION_POINTS = frozenset({
+    "prefilter", "filter", "postfilter", "prescore", "score", "normalizescore", "reserve",
+    "unreserve", "permit", "prebind", "bind", "postbind", "addpod", "removepod", "enqueue",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class Invoke:
+    """Run one extension-point phase: `GuestInstance.<point>(*args)`."""
+
+    point: str
+    args: tuple[Any, ...]
+    pod: str = ""
+    pod_uid: str = ""
+    phase: str = "scheduling"
+
+
+@dataclass(frozen=True, slots=True)
+class Describe:
+    """Ask for the actor's `InstanceInfo`."""
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceInfo:
+    instance_id: str
+    exports: frozenset[str]
+    calls: int
+    linear_memory_bytes: int
+    #: Why the instance is unusable ("" while healthy); a failed start is said here too.
+    broken: str
+    load_failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceBroken:
+    """Told to the supervisor by a guest actor whose instance just broke."""
+
+    instance_id: str
+    reason: str
+
+
+class GuestActor(pykka.ThreadingActor):
+    """The mailbox in front of one `GuestInstance`."""
+
+    def __init__(
+        self,
+        guest: CompiledGuest,
+        config: PluginConfig,
+        instance_id: str,
+        node_cache: NodeWireCache,
+        supervisor: pykka.ActorRef[Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.guest = guest
+        self.config = config
+        self.instance_id = instance_id
+        self.node_cache = node_cache
+        self.supervisor = supervisor
+        self.instance: GuestInstance | None = None
+        self.load_error = ""
+        self._reported = False
+        self.log = log.bind(plugin=config.name, instance=instance_id)
+
+    def on_start(self) -> None:
+        started = time.perf_counter()
+        try:
+            self.instance = GuestInstance(self.guest, self.config, self.instance_id, self.node_cache)
+        except GuestLoadError as exc:
+            self.load_error = str(exc)
+            # Kept alive so a caller can ask why (Describe); the first call reports it
+            # broken to the supervisor, which discards it.
+            self.log.error("instance.start_failed", error=self.load_error)
+            return
+        self.log.info("instance.started", duration_ms=round((time.perf_counter() - started) * 1000, 2),
+                      linear_memory_bytes=self.instance.linear_memory_bytes)
+
+    def on_stop(self) -> None:
+        calls = self.instance.calls if self.instance else 0
+        self.log.info("instance.stopped", calls=calls)
+        self.instance = None
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, Invoke):
+            return self._invoke(message)
+        if isinstance(message, Describe):
+            inst = self.instance
+            return InstanceInfo(
+                self.instance_id,
+                inst.exports if inst else frozenset(),
+                inst.calls if inst else 0,
+                inst.linear_memory_bytes if inst else 0,
+                (inst.broken if inst else self.load_error),
+                inst is None,
+            )
+        raise TypeError(f"GuestActor got an unknown message {message!r}")
+
+    def _invoke(self, message: Invoke) -> Any:
+        if message.point not in EXTENSION_POINTS:
+            raise ValueError(f"unknown extension point {message.point!r}")
+        inst = self.instance
+        if inst is None:
+            if not self._reported:
+                self._reported = True
+                self._report_broken(self.load_error)
+            return _unavailable(message, self.config.name, self.load_error)
+        was_broken = bool(inst.broken)
+        started = time.perf_counter()
+        result = getattr(inst, message.point)(*message.args)
+        self.log.debug("call.finished", extension_point=message.point, pod=message.pod,
+                       pod_uid=message.pod_uid, phase=message.phase,
+                       duration_ms=round((time.perf_counter() - started) * 1000, 3))
+        if inst.broken and not was_broken:
+            self._report_broken(inst.broken)
+        return result
+
+    def _report_broken(self, reason: str) -> None:
+        if self.supervisor is not None:
+            self.supervisor.tell(InstanceBroken(self.instance_id, reason))
+
+
+def _unavailable(message: Invoke, plugin: str, why: str) -> Any:
+    """The answer of an actor whose instance never started, shaped like the real result."""
+    point = message.point
+    status = Status(Code.ERROR, f"wasm plugin {plugin}: no instance to run {point}: {why}", plugin)
+    shaped: dict[str, Any] = {
+        "prefilter": abi.PreFilterResult(status),
+        "postfilter": abi.PostFilterResult(status),
+        "score": abi.ScoreResult(status),
+        "normalizescore": abi.NormalizeScoreResult(status),
+        "permit": abi.PermitResult(status),
+        "enqueue": (abi.DEFAULT_CLUSTER_EVENTS, status),
+    }
+    if point == "filter":
+        return abi.FilterResult(tuple((name, status) for name in message.args[1]))
+    return shaped.get(point, status)
+
+
+__all__ = ["GuestActor", "Invoke", "Describe", "InstanceInfo", "InstanceBroken", "ClusterEvent"]

@@ -1,0 +1,371 @@
+"""One wasm instance of a guest and the typed calls of every extension point.
+
+This module owns a single instance: its store, its WASI and host functions, running
+`_start`, calling each export with the right inputs in its `CallContext`, and decoding
+the results exactly as the ABI packs them (score, postfilter and permit differ). A trap,
+a fault in a host call or a `proc_exit` during an export turns into an Error status
+naming the export and carrying the guest's stderr; the instance is then broken: its
+memory is undefined, so every later call answers Error without running guest code.
+
+A `GuestInstance` is not thread-safe and is not meant to be: exactly one `GuestActor`
+owns it, and its mailbox serializes every call (`actors.guest_actor`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import structlog
+import wasmtime
+
+from actors.abi import (
+    DEFAULT_CLUSTER_EVENTS,
+    ClusterEvent,
+    Code,
+    FilterResult,
+    NodeScore,
+    NormalizeScoreResult,
+    PermitResult,
+    PostFilterResult,
+    PreFilterResult,
+    ScoreResult,
+    Status,
+    decode_permit,
+    decode_postfilter,
+    decode_score,
+)
+from actors.guest_memory import GuestFault, GuestMemory
+from actors.handle import FrameworkHandle, KubeObject
+from actors.host_functions import CallContext, HostFunctions
+from actors.kube_codec import KubeCodecError
+from actors.wasi import CapturedOutput, GuestExit, Wasi
+from actors.wire_cache import NodeWireCache
+from registry.compiler import CompiledGuest
+from registry.config import PluginConfig
+from registry.errors import GuestLoadError
+
+log = structlog.get_logger("actors.instance")
+
+#: Exceptions a guest can cause during a call. Anything else is a bug of the host.
+GUEST_FAULTS: tuple[type[BaseException], ...] = (
+    wasmtime.Trap, wasmtime.WasmtimeError, GuestFault, GuestExit, KubeCodecError,
+)
+
+_STDERR_IN_REASON = 2000
+
+
+class GuestBroken(Exception):
+    """Raised inside the instance when a call failed; carries the Error status."""
+
+
+class GuestInstance:
+    """A started instance of one guest."""
+
+    def __init__(
+        self,
+        guest: CompiledGuest,
+        config: PluginConfig,
+        instance_id: str,
+        node_cache: NodeWireCache | None = None,
+    ) -> None:
+        self.plugin = config.name
+        self.instance_id = instance_id
+        self.exports = guest.exports
+        self.broken: str = ""
+        self.calls = 0
+        self.output = CapturedOutput()
+        self.log = log.bind(plugin=self.plugin, instance=instance_id)
+        self._store = wasmtime.Store(guest.engine)
+        linker = wasmtime.Linker(guest.engine)
+        self._wasi = Wasi(config.args or (config.name,), self.output)
+        self._wasi.define(linker, guest.shape.wasi_imports)
+        self._host = HostFunctions(
+            self.plugin, instance_id, config.guest_config, config.log_severity,
+            node_cache or NodeWireCache(),
+        )
+        self._host.define(linker, guest.shape.host_imports)
+        where = f"{config.name!r} ({guest.url})"
+        try:
+            instance = linker.instantiate(self._store, guest.module)
+        except GUEST_FAULTS as exc:
+            raise GuestLoadError(where, f"instantiation failed: {self._describe(exc)}") from None
+        exports = instance.exports(self._store)
+        memory = exports["memory"]
+        assert isinstance(memory, wasmtime.Memory)
+        self.memory = GuestMemory(memory, self._store)
+        self._wasi.memory = self._host.memory = self.memory
+        self._funcs: dict[str, Callable[..., Any]] = {}
+        for name in guest.exports:
+            func = exports[name]
+            assert isinstance(func, wasmtime.Func)
+            self._funcs[name] = func
+        if guest.shape.has_start:
+            start = exports["_start"]
+            assert isinstance(start, wasmtime.Func)
+            try:
+                start(self._store)
+            except GuestExit as exc:
+                if exc.code != 0:
+                    raise GuestLoadError(where, f"_start exited with code {exc.code}{self._stderr_suffix()}") from None
+            except GUEST_FAULTS as exc:
+                raise GuestLoadError(where, f"_start failed: {self._describe(exc)}{self._stderr_suffix()}") from None
+            self._flush_output("_start")
+
+    # --- the call machinery --------------------------------------------------------------
+
+    @property
+    def linear_memory_bytes(self) -> int:
+        return self.memory.size
+
+    def _describe(self, exc: BaseException) -> str:
+        """One line for a failure: a trap's cause (not its backtrace), or the exception's text."""
+        text = exc.message if isinstance(exc, wasmtime.Trap) else (str(exc) or type(exc).__name__)
+        if "Caused by:" in text:
+            text = text.split("Caused by:", 1)[1]
+        causes = [re.sub(r"^\d+:\s*", "", line.strip()) for line in text.strip().splitlines()]
+        return "; ".join(c for c in causes if c) or type(exc).__name__
+
+    def _stderr_suffix(self) -> str:
+        _out, err = self.output.take()
+        err = err.strip()
+        if len(err) > _STDERR_IN_REASON:
+            err = "..." + err[-_STDERR_IN_REASON:]
+        return f"; stderr: {err}" if err else ""
+
+    def _flush_output(self, export: str, ctx: CallContext | None = None) -> None:
+        if not self.output.stdout and not self.output.stderr:
+            return
+        out, err = self.output.take()
+        pod = ctx.pod_name if ctx else ""
+        for stream, text in (("stdout", out), ("stderr", err)):
+            for line in text.splitlines():
+                self.log.info("guest.output", stream=stream, line=line, extension_point=export, pod=pod)
+
+    def _fail(self, export: str, exc: BaseException) -> Status:
+        """Break the instance after a failed call and say why, as an Error status."""
+        reason = f"wasm plugin {self.plugin}: trap in {export}: {self._describe(exc)}{self._stderr_suffix()}"
+        self.broken = reason
+        self._funcs = {}
+        if not isinstance(exc, GUEST_FAULTS):
+            self.log.error("instance.host_bug", extension_point=export, exc_info=exc)
+        self.log.warning("instance.discarded", extension_point=export, trap=reason)
+        return Status(Code.ERROR, reason, self.plugin)
+
+    def _broken_status(self, export: str) -> Status:
+        return Status(
+            Code.ERROR,
+            f"wasm plugin {self.plugin}: instance {self.instance_id} is discarded "
+            f"(cannot run {export}): {self.broken}",
+            self.plugin,
+        )
+
+    def _status(self, code: int, ctx: CallContext) -> Status:
+        if ctx.result_error:
+            return Status(Code.ERROR, f"wasm plugin {self.plugin}: {ctx.export}: {ctx.result_error}", self.plugin)
+        status_code = Code.from_wire(code)
+        if status_code == Code.SUCCESS:
+            return Status(plugin=self.plugin)
+        if status_code.value != code:
+            return Status(Code.ERROR, f"wasm plugin {self.plugin}: {ctx.export} returned unknown status code {code}",
+                          self.plugin)
+        return Status(status_code, ctx.reason, self.plugin)
+
+    def _call(self, ctx: CallContext) -> Any:
+        """Run one export with `ctx` as the call's context; raise GuestBroken on failure."""
+        func = self._funcs[ctx.export]
+        self._host.context = ctx
+        self.calls += 1
+        try:
+            return func(self._store)
+        except BaseException as exc:
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise GuestBroken(self._fail(ctx.export, exc)) from None
+        finally:
+            self._host.context = None
+            if self.output.stdout or self.output.stderr:
+                self._flush_output(ctx.export, ctx)
+
+    def _unavailable(self, export: str) -> Status | None:
+        """Error if broken; None if the export can run."""
+        return self._broken_status(export) if self.broken else None
+
+    def implements(self, export: str) -> bool:
+        return export in self.exports
+
+    # --- extension points ---------------------------------------------------------------
+
+    def prefilter(self, pod: KubeObject, handle: FrameworkHandle) -> PreFilterResult:
+        if (bad := self._unavailable("prefilter")) is not None:
+            return PreFilterResult(bad)
+        if "prefilter" not in self.exports:
+            return PreFilterResult(Status(plugin=self.plugin))
+        ctx = CallContext("prefilter", handle, pod=pod)
+        try:
+            code = self._call(ctx)
+        except GuestBroken as exc:
+            return PreFilterResult(exc.args[0])
+        status = self._status(code, ctx)
+        names = frozenset(ctx.node_names) if ctx.node_names is not None and status.ok else None
+        return PreFilterResult(status, names)
+
+    def filter(self, pod: KubeObject, node_names: Sequence[str], handle: FrameworkHandle) -> FilterResult:
+        return FilterResult(tuple(self._per_node("filter", pod, node_names, handle)))
+
+    def _per_node(
+        self, export: str, pod: KubeObject, node_names: Sequence[str], handle: FrameworkHandle,
+        target_pod: KubeObject | None = None,
+    ) -> list[tuple[str, Status]]:
+        if (bad := self._unavailable(export)) is not None:
+            return [(name, bad) for name in node_names]
+        if export not in self.exports:
+            ok = Status(plugin=self.plugin)
+            return [(name, ok) for name in node_names]
+        ctx = CallContext(export, handle, pod=pod, target_pod=target_pod)
+        results: list[tuple[str, Status]] = []
+        ok = Status(plugin=self.plugin)
+        for name in node_names:
+            ctx.node_name = name
+            ctx.reason = ""
+            try:
+                code = self._call(ctx)
+            except GuestBroken as exc:
+                failed = exc.args[0]
+                results.extend((rest, failed) for rest in node_names[len(results):])
+                break
+            results.append((name, ok if code == 0 and not ctx.result_error else self._status(code, ctx)))
+        return results
+
+    def postfilter(self, pod: KubeObject, node_to_status: Mapping[str, int], handle: FrameworkHandle) -> PostFilterResult:
+        if (bad := self._unavailable("postfilter")) is not None:
+            return PostFilterResult(bad)
+        if "postfilter" not in self.exports:
+            return PostFilterResult(Status(Code.UNSCHEDULABLE, "", self.plugin))
+        ctx = CallContext("postfilter", handle, pod=pod, node_to_status=node_to_status)
+        try:
+            packed = self._call(ctx)
+        except GuestBroken as exc:
+            return PostFilterResult(exc.args[0])
+        code, mode = decode_postfilter(packed)
+        return PostFilterResult(self._status(code, ctx), ctx.nominated_node_name, mode)
+
+    def prescore(self, pod: KubeObject, node_names: Sequence[str], handle: FrameworkHandle) -> Status:
+        if (bad := self._unavailable("prescore")) is not None:
+            return bad
+        if "prescore" not in self.exports:
+            return Status(plugin=self.plugin)
+        ctx = CallContext("prescore", handle, pod=pod, filtered_node_names=node_names)
+        try:
+            return self._status(self._call(ctx), ctx)
+        except GuestBroken as exc:
+            return exc.args[0]
+
+    def score(self, pod: KubeObject, node_names: Sequence[str], handle: FrameworkHandle) -> ScoreResult:
+        if (bad := self._unavailable("score")) is not None:
+            return ScoreResult(bad)
+        if "score" not in self.exports:
+            return ScoreResult(Status(plugin=self.plugin), tuple(NodeScore(n, 0) for n in node_names))
+        ctx = CallContext("score", handle, pod=pod)
+        scores: list[NodeScore] = []
+        for name in node_names:
+            ctx.node_name = name
+            ctx.reason = ""
+            try:
+                packed = self._call(ctx)
+            except GuestBroken as exc:
+                return ScoreResult(exc.args[0])
+            code, value = decode_score(packed)
+            if code != Code.SUCCESS:
+                status = self._status(code, ctx)
+                return ScoreResult(Status(status.code, f"node {name}: {status.reason}", self.plugin))
+            scores.append(NodeScore(name, value))
+        return ScoreResult(Status(plugin=self.plugin), tuple(scores))
+
+    def normalizescore(self, pod: KubeObject, scores: Sequence[NodeScore], handle: FrameworkHandle) -> NormalizeScoreResult:
+        if (bad := self._unavailable("normalizescore")) is not None:
+            return NormalizeScoreResult(bad)
+        if "normalizescore" not in self.exports:
+            return NormalizeScoreResult(Status(plugin=self.plugin), tuple(scores))
+        ctx = CallContext("normalizescore", handle, pod=pod, node_scores={s.name: s.score for s in scores})
+        try:
+            code = self._call(ctx)
+        except GuestBroken as exc:
+            return NormalizeScoreResult(exc.args[0])
+        status = self._status(code, ctx)
+        if not status.ok:
+            return NormalizeScoreResult(status)
+        if ctx.normalized_scores is None:
+            return NormalizeScoreResult(status, tuple(scores))
+        given = ctx.normalized_scores
+        unknown = sorted(set(given) - {s.name for s in scores})
+        if unknown:
+            self.log.warning("guest.result_ignored", function="result.normalized_score_list",
+                             extension_point="normalizescore", pod=ctx.pod_name,
+                             reason=f"scores for unknown nodes {unknown[:5]}")
+        return NormalizeScoreResult(status, tuple(NodeScore(s.name, given.get(s.name, s.score)) for s in scores))
+
+    def _node_call(self, export: str, pod: KubeObject, node_name: str, handle: FrameworkHandle,
+                   absent: Status | None = None) -> tuple[Status, int | None]:
+        if (bad := self._unavailable(export)) is not None:
+            return bad, None
+        if export not in self.exports:
+            return absent or Status(plugin=self.plugin), None
+        ctx = CallContext(export, handle, pod=pod, node_name=node_name)
+        try:
+            raw = self._call(ctx)
+        except GuestBroken as exc:
+            return exc.args[0], None
+        if raw is None:
+            return self._status(0, ctx), None
+        if export == "permit":
+            code, timeout = decode_permit(raw)
+            return self._status(code, ctx), timeout
+        return self._status(raw, ctx), None
+
+    def reserve(self, pod: KubeObject, node_name: str, handle: FrameworkHandle) -> Status:
+        return self._node_call("reserve", pod, node_name, handle)[0]
+
+    def unreserve(self, pod: KubeObject, node_name: str, handle: FrameworkHandle) -> Status:
+        return self._node_call("unreserve", pod, node_name, handle)[0]
+
+    def permit(self, pod: KubeObject, node_name: str, handle: FrameworkHandle) -> PermitResult:
+        status, timeout = self._node_call("permit", pod, node_name, handle)
+        return PermitResult(status, timeout or 0)
+
+    def prebind(self, pod: KubeObject, node_name: str, handle: FrameworkHandle) -> Status:
+        return self._node_call("prebind", pod, node_name, handle)[0]
+
+    def bind(self, pod: KubeObject, node_name: str, handle: FrameworkHandle) -> Status:
+        return self._node_call("bind", pod, node_name, handle, absent=Status(Code.SKIP, "", self.plugin))[0]
+
+    def postbind(self, pod: KubeObject, node_name: str, handle: FrameworkHandle) -> Status:
+        return self._node_call("postbind", pod, node_name, handle)[0]
+
+    def addpod(self, pod: KubeObject, target_pod: KubeObject, node_name: str, handle: FrameworkHandle) -> Status:
+        return self._per_node("addpod", pod, [node_name], handle, target_pod)[0][1]
+
+    def removepod(self, pod: KubeObject, target_pod: KubeObject, node_name: str, handle: FrameworkHandle) -> Status:
+        return self._per_node("removepod", pod, [node_name], handle, target_pod)[0][1]
+
+    def enqueue(self, handle: FrameworkHandle) -> tuple[tuple[ClusterEvent, ...], Status]:
+        if (bad := self._unavailable("enqueue")) is not None:
+            return DEFAULT_CLUSTER_EVENTS, bad
+        if "enqueue" not in self.exports:
+            return DEFAULT_CLUSTER_EVENTS, Status(plugin=self.plugin)
+        ctx = CallContext("enqueue", handle)
+        try:
+            self._call(ctx)
+        except GuestBroken as exc:
+            return DEFAULT_CLUSTER_EVENTS, exc.args[0]
+        status = self._status(0, ctx)
+        return (tuple(ctx.cluster_events) or DEFAULT_CLUSTER_EVENTS), status
+
+
+def timed(func: Callable[[], Any]) -> tuple[Any, float]:
+    """Run `func` and return (its result, milliseconds it took)."""
+    started = time.perf_counter()
+    result = func()
+    return result, (time.perf_counter() - started) * 1000

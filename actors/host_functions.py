@@ -1,0 +1,327 @@
+"""The ABI's host functions (`k8s.io/api`, `k8s.io/scheduler`, `k8s.io/klog`).
+
+This module owns what a guest can ask of the host during a call. Each function reads
+its inputs from the instance's current `CallContext` (set by the guest instance for
+the length of one export call; never a global), answers through the buffer protocol
+of `GuestMemory`, and records results the guest reports (status reason, node subset,
+nominated node, normalized scores, cluster events) on the same context. A result
+given from the wrong extension point, or malformed, is ignored with a warning or
+turned into an Error status; it never raises into the host. A pointer outside guest
+memory raises `GuestFault`, which traps the guest's call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+import wasmtime
+
+from actors.abi import HOST_IMPORTS, ClusterEvent
+from actors.guest_memory import GuestMemory, GuestFault
+from actors.handle import FrameworkHandle, KubeObject
+from actors.kube_codec import encode_pod
+from actors.wire_cache import NodeWireCache, PodWireCache
+
+#: Largest result a guest may hand over in one call (a node-name list, a score map...).
+MAX_RESULT_BYTES = 16 * 1024 * 1024
+
+#: klog severity -> structlog method.
+_KLOG_LEVELS = ("info", "warning", "error", "critical")
+
+
+@dataclass(slots=True)
+class CallContext:
+    """Inputs of the export call in progress and what the guest reported during it."""
+
+    export: str
+    handle: FrameworkHandle
+    pod: KubeObject | None = None
+    node_name: str = ""
+    target_pod: KubeObject | None = None
+    filtered_node_names: Sequence[str] = ()
+    node_to_status: Mapping[str, int] = field(default_factory=dict)
+    node_scores: Mapping[str, int] = field(default_factory=dict)
+    # --- reported by the guest -------------------------------------------------------
+    reason: str = ""
+    node_names: list[str] | None = None
+    nominated_node_name: str = ""
+    normalized_scores: dict[str, int] | None = None
+    cluster_events: list[ClusterEvent] = field(default_factory=list)
+    #: A result the guest gave that the host could not accept; the call becomes Error.
+    result_error: str = ""
+
+    @property
+    def pod_name(self) -> str:
+        if self.pod is None:
+            return ""
+        meta = self.pod.get("metadata", {})
+        return f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+class HostFunctions:
+    """The ABI host functions of one instance."""
+
+    def __init__(
+        self,
+        plugin: str,
+        instance_id: str,
+        guest_config: str,
+        log_severity: int,
+        node_cache: NodeWireCache,
+    ) -> None:
+        self.plugin = plugin
+        self.instance_id = instance_id
+        self.guest_config = guest_config.encode()
+        self.log_severity = log_severity
+        self.node_cache = node_cache
+        self.pod_cache = PodWireCache()
+        self.memory: GuestMemory | None = None
+        self.context: CallContext | None = None
+        self.log = structlog.get_logger("guest").bind(plugin=plugin, instance=instance_id)
+
+    # --- plumbing ----------------------------------------------------------------------
+
+    def _mem(self) -> GuestMemory:
+        if self.memory is None:
+            raise GuestFault("host function called before the instance's memory exists")
+        return self.memory
+
+    def _ctx(self, function: str) -> CallContext:
+        if self.context is None:
+            raise GuestFault(f"{function} called outside any extension point (during _start?)")
+        return self.context
+
+    def _reject_result(self, function: str, allowed: tuple[str, ...]) -> bool:
+        """True (and a warning) when `function` is called from an export it is not for."""
+        ctx = self._ctx(function)
+        if ctx.export in allowed:
+            return False
+        self.log.warning("guest.result_ignored", function=function, extension_point=ctx.export,
+                         pod=ctx.pod_name, reason=f"only valid in {', '.join(allowed)}")
+        return True
+
+    def _result_bytes(self, ptr: int, length: int, function: str) -> bytes:
+        if (length & 0xFFFF_FFFF) > MAX_RESULT_BYTES:
+            raise GuestFault(f"{function}: {length} bytes is over the {MAX_RESULT_BYTES}-byte limit")
+        return self._mem().read(ptr, length, function)
+
+    def define(self, linker: wasmtime.Linker, imports: frozenset[tuple[str, str]]) -> None:
+        """Define every ABI host function the guest imports on `linker`."""
+        i32, i64 = wasmtime.ValType.i32(), wasmtime.ValType.i64()
+        kinds = {"i32": i32, "i64": i64}
+        for module, name in imports:
+            params, results = HOST_IMPORTS[(module, name)]
+            func: Callable[..., Any] = getattr(self, _METHODS[name])
+            linker.define_func(
+                module, name,
+                wasmtime.FuncType([kinds[p] for p in params], [kinds[r] for r in results]),
+                func,
+            )
+
+    # --- k8s.io/api --------------------------------------------------------------------
+
+    def node(self, name_ptr: int, name_len: int, buf: int, buf_limit: int) -> int:
+        mem = self._mem()
+        ctx = self._ctx("node")
+        name = mem.read_str(name_ptr, name_len, "node name")
+        node = ctx.handle.get_node(name)
+        if node is None:
+            return 0
+        return mem.give(self.node_cache.node(node), buf, buf_limit, "node")
+
+    def node_list(self, buf: int, buf_limit: int) -> int:
+        ctx = self._ctx("nodeList")
+        data = self.node_cache.node_list(ctx.handle.list_nodes())
+        return self._mem().give(data, buf, buf_limit, "nodeList")
+
+    # --- k8s.io/scheduler: inputs -------------------------------------------------------
+
+    def current_pod(self, buf: int, buf_limit: int) -> int:
+        ctx = self._ctx("currentPod")
+        data = self.pod_cache.pod(ctx.pod) if ctx.pod is not None else b""
+        return self._mem().give(data, buf, buf_limit, "currentPod")
+
+    def target_pod(self, buf: int, buf_limit: int) -> int:
+        ctx = self._ctx("targetPod")
+        data = encode_pod(ctx.target_pod) if ctx.target_pod is not None else b""
+        return self._mem().give(data, buf, buf_limit, "targetPod")
+
+    def current_node_name(self, buf: int, buf_limit: int) -> int:
+        ctx = self._ctx("currentNodeName")
+        return self._mem().give(ctx.node_name.encode(), buf, buf_limit, "currentNodeName")
+
+    def filtered_node_list(self, buf: int, buf_limit: int) -> int:
+        ctx = self._ctx("filteredNodeList")
+        return self._mem().give(_json(list(ctx.filtered_node_names)), buf, buf_limit, "filteredNodeList")
+
+    def node_to_status_map(self, buf: int, buf_limit: int) -> int:
+        ctx = self._ctx("nodeToStatusMap")
+        return self._mem().give(_json({k: int(v) for k, v in ctx.node_to_status.items()}),
+                                buf, buf_limit, "nodeToStatusMap")
+
+    def node_score_list(self, buf: int, buf_limit: int) -> int:
+        ctx = self._ctx("nodeScoreList")
+        return self._mem().give(_json(dict(ctx.node_scores)), buf, buf_limit, "nodeScoreList")
+
+    def node_image_states(self, name_ptr: int, name_len: int, buf: int, buf_limit: int) -> int:
+        mem = self._mem()
+        ctx = self._ctx("nodeImageStates")
+        name = mem.read_str(name_ptr, name_len, "nodeImageStates name")
+        states = ctx.handle.image_states(name)
+        return mem.give(_json(states) if states else b"", buf, buf_limit, "nodeImageStates")
+
+    def get_config(self, buf: int, buf_limit: int) -> int:
+        return self._mem().give(self.guest_config, buf, buf_limit, "get_config")
+
+    # --- k8s.io/scheduler: results ------------------------------------------------------
+
+    def status_reason(self, ptr: int, length: int) -> None:
+        ctx = self._ctx("result.status_reason")
+        ctx.reason = self._mem().read_str(ptr, min(length & 0xFFFF_FFFF, MAX_RESULT_BYTES), "status_reason")
+
+    def node_names(self, ptr: int, length: int) -> None:
+        data = self._result_bytes(ptr, length, "result.node_names")
+        if self._reject_result("result.node_names", ("prefilter",)):
+            return
+        names = data.decode("utf-8", errors="replace").split("\0")
+        if names and names[-1] == "":
+            names.pop()
+        self._ctx("result.node_names").node_names = names
+
+    def nominated_node_name(self, ptr: int, length: int) -> None:
+        data = self._result_bytes(ptr, length, "result.nominated_node_name")
+        if self._reject_result("result.nominated_node_name", ("postfilter",)):
+            return
+        self._ctx("result.nominated_node_name").nominated_node_name = data.decode("utf-8", "replace")
+
+    def normalized_score_list(self, ptr: int, length: int) -> None:
+        data = self._result_bytes(ptr, length, "result.normalized_score_list")
+        if self._reject_result("result.normalized_score_list", ("normalizescore",)):
+            return
+        ctx = self._ctx("result.normalized_score_list")
+        try:
+            scores = json.loads(data)
+            if not isinstance(scores, dict) or not all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                for k, v in scores.items()
+            ):
+                raise ValueError("expected a JSON object of node name -> integer score")
+        except ValueError as exc:
+            ctx.result_error = f"malformed normalized score list: {exc}"
+            return
+        ctx.normalized_scores = scores
+
+    def cluster_events(self, ptr: int, length: int) -> None:
+        data = self._result_bytes(ptr, length, "result.cluster_events")
+        if self._reject_result("result.cluster_events", ("enqueue",)):
+            return
+        ctx = self._ctx("result.cluster_events")
+        if len(data) % 8:
+            ctx.result_error = f"cluster events: {len(data)} bytes is not a whole number of 8-byte events"
+            return
+        ctx.cluster_events = [
+            ClusterEvent(int.from_bytes(data[i:i + 4], "little"), int.from_bytes(data[i + 4:i + 8], "little"))
+            for i in range(0, len(data), 8)
+        ]
+
+    # --- k8s.io/scheduler: handle -------------------------------------------------------
+
+    def eventf(self, ptr: int, length: int) -> None:
+        data = self._result_bytes(ptr, length, "handle.eventrecorder.eventf")
+        ctx = self._ctx("handle.eventrecorder.eventf")
+        try:
+            event = json.loads(data)
+            if not isinstance(event, dict):
+                raise ValueError("expected a JSON object")
+        except ValueError as exc:
+            self.log.warning("guest.event_malformed", extension_point=ctx.export, pod=ctx.pod_name,
+                             error=str(exc))
+            return
+        self.log.info("guest.event", extension_point=ctx.export, pod=ctx.pod_name,
+                      reason=event.get("Reason"), note=event.get("Note"), eventtype=event.get("Eventtype"))
+        ctx.handle.record_event(event)
+
+    def reject_waiting_pod(self, uid_ptr: int, uid_len: int, out: int, out_limit: int) -> None:
+        mem = self._mem()
+        ctx = self._ctx("handle.reject_waiting_pod")
+        uid = mem.read_str(uid_ptr, uid_len, "reject_waiting_pod uid")
+        rejected = ctx.handle.reject_waiting_pod(uid, self.plugin, f"rejected by wasm plugin {self.plugin}")
+        if (out_limit & 0xFFFF_FFFF) >= 8:
+            mem.write_u64(out, 1 if rejected else 0, "reject_waiting_pod out")
+
+    def get_waiting_pod(self, uid_ptr: int, uid_len: int, out: int, out_limit: int) -> None:
+        mem = self._mem()
+        ctx = self._ctx("handle.get_waiting_pod")
+        uid = mem.read_str(uid_ptr, uid_len, "get_waiting_pod uid")
+        pod = ctx.handle.get_waiting_pod(uid)
+        if pod is not None:
+            mem.give(encode_pod(pod), out, out_limit, "get_waiting_pod out")
+
+    # --- k8s.io/klog -------------------------------------------------------------------
+
+    def severity(self) -> int:
+        return self.log_severity
+
+    def klog(self, severity: int, msg_ptr: int, msg_len: int) -> None:
+        message = self._mem().read_str(msg_ptr, msg_len, "log message")
+        self._emit(severity, message, {})
+
+    def klogs(self, severity: int, msg_ptr: int, msg_len: int, kvs_ptr: int, kvs_len: int) -> None:
+        mem = self._mem()
+        message = mem.read_str(msg_ptr, msg_len, "logs message")
+        parts = mem.read_str(kvs_ptr, kvs_len, "logs kvs").split("\0")
+        if parts and parts[-1] == "":
+            parts.pop()
+        fields: dict[str, str] = {}
+        for i in range(0, len(parts) - 1, 2):
+            fields[f"kv_{parts[i]}" if parts[i] in _RESERVED else parts[i]] = parts[i + 1]
+        if len(parts) % 2:
+            fields["kv_unpaired"] = parts[-1]
+        self._emit(severity, message, fields)
+
+    def _emit(self, severity: int, message: str, fields: dict[str, str]) -> None:
+        if severity < self.log_severity:
+            return  # below logSeverity: not emitted (the reference host compares the wrong way)
+        level = _KLOG_LEVELS[min(max(severity, 0), 3)]
+        ctx = self.context
+        context = {"extension_point": ctx.export, "pod": ctx.pod_name} if ctx else {"extension_point": "_start"}
+        getattr(self.log, level)("guest.log", message=message, severity=severity, **context, **fields)
+
+
+#: Keys a guest's key/value pairs may not overwrite in a log line.
+_RESERVED = frozenset({"event", "message", "severity", "plugin", "instance", "pod", "extension_point",
+                       "level", "timestamp", "logger"})
+
+#: ABI name -> method of HostFunctions.
+_METHODS: dict[str, str] = {
+    "node": "node",
+    "nodeList": "node_list",
+    "currentPod": "current_pod",
+    "targetPod": "target_pod",
+    "currentNodeName": "current_node_name",
+    "filteredNodeList": "filtered_node_list",
+    "nodeToStatusMap": "node_to_status_map",
+    "nodeScoreList": "node_score_list",
+    "nodeImageStates": "node_image_states",
+    "get_config": "get_config",
+    "result.status_reason": "status_reason",
+    "result.node_names": "node_names",
+    "result.nominated_node_name": "nominated_node_name",
+    "result.normalized_score_list": "normalized_score_list",
+    "result.cluster_events": "cluster_events",
+    "handle.eventrecorder.eventf": "eventf",
+    "handle.reject_waiting_pod": "reject_waiting_pod",
+    "handle.get_waiting_pod": "get_waiting_pod",
+    "severity": "severity",
+    "log": "klog",
+    "logs": "klogs",
+}
+assert set(_METHODS) == {name for _module, name in HOST_IMPORTS}

@@ -1,0 +1,381 @@
+"""SupervisorActor: which guest actor serves which pod, and the pool of idle ones.
+
+This is the one place where the lifecycle of a pod's instance lives:
+
+| event (message)                    | what happens                                            |
+|------------------------------------|---------------------------------------------------------|
+| `BeginCycle(P)` (PreFilter)        | the scheduling slot's actor is reassigned to P (the last |
+|                                    | pod's cycle is over: it never reached Permit); an empty  |
+|                                    | slot takes an idle actor, else a new one is started      |
+| `Route(P)` (any other call of P)   | P's actor: the slot if it holds P, else the binding map; |
+|                                    | none (its instance trapped, its cycle ended): `Lost`     |
+| `ToBinding(P)` (after Permit)      | P's actor moves from the slot to the binding map         |
+| `Release(P)` (end of binding cycle,| P's actor, wherever it is, returns to the idle pool      |
+|  Unreserve, any failure)           |                                                          |
+| `InstanceBroken(id)` (from a guest | the actor is stopped; the pod it served keeps a          |
+|  actor whose instance trapped)     | tombstone so its later calls get Error, never a fresh    |
+|                                    | instance without its state; the pool is topped up        |
+| `Borrow` / `GiveBack`              | an idle actor lent outside every cycle (EventsToRegister)|
+
+An actor is always in exactly one place: idle, the slot, the binding map, lent, or
+gone. The supervisor only hands out actor refs and records transitions: it never
+waits on a guest actor (starting one is asynchronous: the new actor builds its
+instance on its own thread), so it can never deadlock with one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+import structlog
+
+from actors.guest_actor import GuestActor, InstanceBroken
+from actors.wire_cache import NodeWireCache
+from registry.compiler import CompiledGuest
+from registry.config import PluginConfig
+
+log = structlog.get_logger("actors.supervisor")
+
+
+# --- messages ------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class BeginCycle:
+    """PreFilter of pod `pod_uid`: a scheduling cycle starts."""
+
+    pod_uid: str
+    pod: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Which actor serves `pod_uid` now? `begin_if_missing` starts a cycle if none does."""
+
+    pod_uid: str
+    pod: str = ""
+    begin_if_missing: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToBinding:
+    """Permit ran for `pod_uid`: its actor leaves the scheduling slot for the binding map."""
+
+    pod_uid: str
+    pod: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """The cycle of `pod_uid` is over: its actor returns to the pool."""
+
+    pod_uid: str
+    pod: str = ""
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Borrow:
+    """Lend an idle actor for a call outside every cycle."""
+
+
+@dataclass(frozen=True, slots=True)
+class GiveBack:
+    instance_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class GetCounts:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class GetPlacement:
+    """Where each live actor is, for tests: instance id -> "idle"/"slot"/"binding"/"lent"."""
+
+
+@dataclass(frozen=True, slots=True)
+class GetActors:
+    """Every live guest actor, for a shutdown that waits for them to stop."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reap:
+    """Stop idle actors beyond `min_idle` that have idled longer than `idle_seconds`."""
+
+
+# --- replies -------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Assigned:
+    instance_id: str
+    actor: pykka.ActorRef[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """No actor can serve this call; `reason` becomes the pod's Error status."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PoolCounts:
+    idle: int
+    scheduling: int
+    binding: int
+    lent: int
+    started: int
+    discarded: int
+    reaped: int
+
+    @property
+    def live(self) -> int:
+        return self.idle + self.scheduling + self.binding + self.lent
+
+    @property
+    def balanced(self) -> bool:
+        """started = idle + assigned + lent + discarded + reaped."""
+        return self.started == self.live + self.discarded + self.reaped
+
+
+#: A pod's assignment whose instance was discarded: calls of its cycle get Error.
+_TOMBSTONE = ""
+
+
+class SupervisorActor(pykka.ThreadingActor):
+    """Pod -> guest actor assignments and the idle pool of one wasm plugin."""
+
+    def __init__(
+        self,
+        guest: CompiledGuest,
+        config: PluginConfig,
+        node_cache: NodeWireCache | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self.guest = guest
+        self.config = config
+        self.node_cache = node_cache or NodeWireCache()
+        self.clock = clock
+        self.log = log.bind(plugin=config.name)
+        self._ids = itertools.count(1)
+        self._actors: dict[str, pykka.ActorRef[Any]] = {}
+        self._idle: dict[str, float] = {}  # instance id -> idle since (insertion ordered)
+        self._slot: tuple[str, str] | None = None  # (pod uid, instance id or tombstone)
+        self._slot_pod = ""
+        self._binding: dict[str, str] = {}  # pod uid -> instance id or tombstone
+        self._lost: dict[str, str] = {}  # instance id -> why it was discarded (for tombstones)
+        self._lent: set[str] = set()
+        self._started = 0
+        self._discarded = 0
+        self._reaped = 0
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        # One instance eagerly, so a broken guest shows itself at load.
+        self._idle[self._start_actor()] = self.clock()
+
+    def on_stop(self) -> None:
+        for ref in self._actors.values():
+            ref.stop(block=False)
+        self.log.info("pool.stopped", started=self._started, discarded=self._discarded)
+        self._actors.clear()
+        self._idle.clear()
+        self._binding.clear()
+        self._slot = None
+
+    def on_receive(self, message: Any) -> Any:
+        handler = _HANDLERS.get(type(message))
+        if handler is None:
+            raise TypeError(f"SupervisorActor got an unknown message {message!r}")
+        result = handler(self, message)
+        if self._idle and len(self._idle) > self.config.pool.min_idle:
+            self._reap()
+        return result
+
+    # --- transitions -------------------------------------------------------------------
+
+    def _begin_cycle(self, msg: BeginCycle) -> Assigned | Lost:
+        previous = self._slot
+        if previous is not None and previous[1] != _TOMBSTONE and previous[1] in self._actors:
+            instance_id = previous[1]
+            self.log.info("assignment.reassigned", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid,
+                          previous_pod=self._slot_pod, previous_pod_uid=previous[0])
+        else:
+            instance_id = self._take_idle()
+            if instance_id is None:
+                self._slot = None
+                return self._pool_exhausted()
+            self.log.info("assignment.acquired", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid,
+                          phase="scheduling")
+        if msg.pod_uid in self._binding:
+            # The same pod again while a binding cycle of it still holds an actor: that
+            # cycle keeps its own actor; this one is separate.
+            self.log.warning("assignment.pod_in_binding", pod=msg.pod, pod_uid=msg.pod_uid)
+        self._slot = (msg.pod_uid, instance_id)
+        self._slot_pod = msg.pod
+        return Assigned(instance_id, self._actors[instance_id])
+
+    def _route(self, msg: Route) -> Assigned | Lost:
+        if self._slot is not None and self._slot[0] == msg.pod_uid:
+            instance_id = self._slot[1]
+        elif msg.pod_uid in self._binding:
+            instance_id = self._binding[msg.pod_uid]
+        elif msg.begin_if_missing:
+            return self._begin_cycle(BeginCycle(msg.pod_uid, msg.pod))
+        else:
+            return Lost(f"wasm plugin {self.config.name}: no instance is assigned to pod {msg.pod or msg.pod_uid} "
+                        "(its cycle ended or never began)")
+        if instance_id == _TOMBSTONE or instance_id not in self._actors:
+            return Lost(f"wasm plugin {self.config.name}: the instance serving pod {msg.pod or msg.pod_uid} "
+                        "was discarded in this cycle; its cycle state is gone")
+        return Assigned(instance_id, self._actors[instance_id])
+
+    def _to_binding(self, msg: ToBinding) -> bool:
+        if self._slot is None or self._slot[0] != msg.pod_uid:
+            return msg.pod_uid in self._binding
+        instance_id = self._slot[1]
+        self._slot = None
+        self._binding[msg.pod_uid] = instance_id
+        if instance_id != _TOMBSTONE:
+            self.log.info("assignment.to_binding", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid)
+        return True
+
+    def _release(self, msg: Release) -> bool:
+        if msg.pod_uid in self._binding:
+            instance_id = self._binding.pop(msg.pod_uid)
+            phase = "binding"
+        elif self._slot is not None and self._slot[0] == msg.pod_uid:
+            instance_id = self._slot[1]
+            self._slot = None
+            phase = "scheduling"
+        else:
+            return False
+        if instance_id != _TOMBSTONE and instance_id in self._actors:
+            self._idle[instance_id] = self.clock()
+            self.log.info("assignment.released", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid,
+                          phase=phase, why=msg.why)
+        return True
+
+    def _instance_broken(self, msg: InstanceBroken) -> None:
+        instance_id = msg.instance_id
+        ref = self._actors.pop(instance_id, None)
+        if ref is None:
+            return
+        self._discarded += 1
+        self._idle.pop(instance_id, None)
+        self._lent.discard(instance_id)
+        if self._slot is not None and self._slot[1] == instance_id:
+            self._slot = (self._slot[0], _TOMBSTONE)
+        for pod_uid, assigned in self._binding.items():
+            if assigned == instance_id:
+                self._binding[pod_uid] = _TOMBSTONE
+        ref.stop(block=False)
+        self.log.warning("instance.discarded", instance=instance_id, trap=msg.reason)
+        if len(self._idle) < self.config.pool.min_idle and self._room():
+            self._idle[self._start_actor()] = self.clock()
+
+    def _borrow(self, _msg: Borrow) -> Assigned | Lost:
+        instance_id = self._take_idle()
+        if instance_id is None:
+            return self._pool_exhausted()
+        self._lent.add(instance_id)
+        return Assigned(instance_id, self._actors[instance_id])
+
+    def _give_back(self, msg: GiveBack) -> None:
+        if msg.instance_id in self._lent:
+            self._lent.discard(msg.instance_id)
+            if msg.instance_id in self._actors:
+                self._idle[msg.instance_id] = self.clock()
+
+    def _counts(self, _msg: GetCounts) -> PoolCounts:
+        scheduling = 1 if self._slot is not None and self._slot[1] in self._actors else 0
+        binding = sum(1 for i in self._binding.values() if i in self._actors)
+        return PoolCounts(len(self._idle), scheduling, binding, len(self._lent), self._started,
+                          self._discarded, self._reaped)
+
+    def _placement(self, _msg: GetPlacement) -> dict[str, str]:
+        where: dict[str, list[str]] = {i: [] for i in self._actors}
+        for i in self._idle:
+            where.setdefault(i, []).append("idle")
+        if self._slot is not None and self._slot[1] != _TOMBSTONE:
+            where.setdefault(self._slot[1], []).append("slot")
+        for i in self._binding.values():
+            if i != _TOMBSTONE:
+                where.setdefault(i, []).append("binding")
+        for i in self._lent:
+            where.setdefault(i, []).append("lent")
+        return {i: "+".join(places) or "nowhere" for i, places in where.items()}
+
+    def _actors_message(self, _msg: GetActors) -> list[pykka.ActorRef[Any]]:
+        return list(self._actors.values())
+
+    def _reap_message(self, _msg: Reap) -> int:
+        return self._reap()
+
+    # --- the pool ----------------------------------------------------------------------
+
+    def _room(self) -> bool:
+        limit = self.config.pool.max_instances
+        return limit == 0 or len(self._actors) < limit
+
+    def _start_actor(self) -> str:
+        instance_id = f"{self.config.name}-{next(self._ids)}"
+        ref = GuestActor.start(self.guest, self.config, instance_id, self.node_cache, self.actor_ref)
+        self._actors[instance_id] = ref
+        self._started += 1
+        return instance_id
+
+    def _take_idle(self) -> str | None:
+        if self._idle:
+            # The most recently used idle actor: its memory is warm.
+            instance_id = next(reversed(self._idle))
+            del self._idle[instance_id]
+            return instance_id
+        if not self._room():
+            return None
+        return self._start_actor()
+
+    def _pool_exhausted(self) -> Lost:
+        limit = self.config.pool.max_instances
+        self.log.warning("pool.exhausted", max_instances=limit)
+        return Lost(f"wasm plugin {self.config.name}: all {limit} instances are busy "
+                    "(pool.maxInstances reached); retry later")
+
+    def _reap(self) -> int:
+        now = self.clock()
+        surplus = len(self._idle) - self.config.pool.min_idle
+        stopped = 0
+        # Oldest idle first (insertion order).
+        for instance_id, since in list(self._idle.items()):
+            if stopped >= surplus:
+                break
+            if now - since < self.config.pool.idle_seconds:
+                continue
+            del self._idle[instance_id]
+            self._actors.pop(instance_id).stop(block=False)
+            self._reaped += 1
+            stopped += 1
+            self.log.info("instance.reaped", instance=instance_id, idle_seconds=round(now - since, 1))
+        return stopped
+
+
+_HANDLERS: dict[type, Callable[[SupervisorActor, Any], Any]] = {
+    BeginCycle: SupervisorActor._begin_cycle,
+    Route: SupervisorActor._route,
+    ToBinding: SupervisorActor._to_binding,
+    Release: SupervisorActor._release,
+    InstanceBroken: SupervisorActor._instance_broken,
+    Borrow: SupervisorActor._borrow,
+    GiveBack: SupervisorActor._give_back,
+    GetCounts: SupervisorActor._counts,
+    GetPlacement: SupervisorActor._placement,
+    Reap: SupervisorActor._reap_message,
+    GetActors: SupervisorActor._actors_message,
+}

@@ -1,0 +1,225 @@
+"""The WASI preview1 a guest sees: argv, a clock, randomness, captured output, nothing else.
+
+This module owns the `wasi_snapshot_preview1` imports. TinyGo guests import a handful
+of them (`fd_write`, `args_get`, `args_sizes_get`, `environ_get`, `environ_sizes_get`,
+`clock_time_get`, `random_get`, `proc_exit`); they are implemented here with the ABI's
+rules: argv exactly as configured, no environment, no preopened directories, no
+network, and stdout/stderr captured into a per-instance buffer. Any other preview1
+function a guest imports is given with the guest's own signature and answers ENOSYS,
+so a guest that merely links it still loads. It is the runtime's own implementation
+rather than wasmtime's WASI so that output is captured in memory with no temporary
+files and no host resource is reachable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import wasmtime
+
+from actors.guest_memory import GuestMemory, GuestFault
+
+ERRNO_SUCCESS = 0
+ERRNO_BADF = 8
+ERRNO_FAULT = 21
+ERRNO_INVAL = 28
+ERRNO_NOSYS = 52
+
+#: Bytes of guest output kept per call; beyond that the rest is counted, not stored.
+OUTPUT_LIMIT = 64 * 1024
+
+#: Every function of wasi_snapshot_preview1, so an unknown name is told from a typo.
+PREVIEW1_NAMES = frozenset(
+    """args_get args_sizes_get environ_get environ_sizes_get clock_res_get clock_time_get
+    fd_advise fd_allocate fd_close fd_datasync fd_fdstat_get fd_fdstat_set_flags
+    fd_fdstat_set_rights fd_filestat_get fd_filestat_set_size fd_filestat_set_times
+    fd_pread fd_prestat_get fd_prestat_dir_name fd_pwrite fd_read fd_readdir fd_renumber
+    fd_seek fd_sync fd_tell fd_write path_create_directory path_filestat_get
+    path_filestat_set_times path_link path_open path_readlink path_remove_directory
+    path_rename path_symlink path_unlink_file poll_oneoff proc_exit proc_raise sched_yield
+    random_get sock_accept sock_recv sock_send sock_shutdown""".split()
+)
+
+
+class GuestExit(Exception):
+    """The guest called `proc_exit`."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"guest exited with code {code}")
+        self.code = code
+
+
+@dataclass
+class CapturedOutput:
+    """stdout and stderr of one instance since the last `take`."""
+
+    stdout: bytearray = field(default_factory=bytearray)
+    stderr: bytearray = field(default_factory=bytearray)
+    dropped: int = 0
+
+    def append(self, fd: int, data: bytes) -> None:
+        target = self.stdout if fd == 1 else self.stderr
+        room = OUTPUT_LIMIT - len(target)
+        if room > 0:
+            target += data[:room]
+        self.dropped += max(0, len(data) - max(room, 0))
+
+    def take(self) -> tuple[str, str]:
+        """The text written since the last take, then cleared."""
+        out = self.stdout.decode("utf-8", errors="replace")
+        err = self.stderr.decode("utf-8", errors="replace")
+        self.stdout.clear()
+        self.stderr.clear()
+        self.dropped = 0
+        return out, err
+
+
+_I32 = wasmtime.ValType.i32()
+_I64 = wasmtime.ValType.i64()
+
+
+def _ty(params: str, results: str) -> wasmtime.FuncType:
+    kinds = {"i": _I32, "I": _I64}
+    return wasmtime.FuncType([kinds[c] for c in params], [kinds[c] for c in results])
+
+
+class Wasi:
+    """The preview1 imports of one instance. `memory` is set once the instance exists."""
+
+    def __init__(self, argv: Sequence[str], output: CapturedOutput) -> None:
+        self.argv = [a.encode() + b"\0" for a in argv]
+        self.output = output
+        self.memory: GuestMemory | None = None
+
+    def _mem(self) -> GuestMemory:
+        if self.memory is None:
+            raise GuestFault("WASI call before the instance's memory exists")
+        return self.memory
+
+    # --- the implemented functions ---------------------------------------------------
+
+    def args_sizes_get(self, argc_ptr: int, size_ptr: int) -> int:
+        mem = self._mem()
+        mem.write_u32(argc_ptr, len(self.argv), "args_sizes_get")
+        mem.write_u32(size_ptr, sum(len(a) for a in self.argv), "args_sizes_get")
+        return ERRNO_SUCCESS
+
+    def args_get(self, argv_ptr: int, buf_ptr: int) -> int:
+        mem = self._mem()
+        offset = buf_ptr & 0xFFFF_FFFF
+        for i, arg in enumerate(self.argv):
+            mem.write_u32(argv_ptr + 4 * i, offset, "args_get")
+            mem.write(offset, arg, "args_get")
+            offset += len(arg)
+        return ERRNO_SUCCESS
+
+    def environ_sizes_get(self, count_ptr: int, size_ptr: int) -> int:
+        mem = self._mem()
+        mem.write_u32(count_ptr, 0, "environ_sizes_get")
+        mem.write_u32(size_ptr, 0, "environ_sizes_get")
+        return ERRNO_SUCCESS
+
+    def environ_get(self, environ_ptr: int, buf_ptr: int) -> int:
+        return ERRNO_SUCCESS
+
+    def clock_time_get(self, clock_id: int, precision: int, out_ptr: int) -> int:
+        if clock_id == 0:
+            now = time.time_ns()
+        elif clock_id == 1:
+            now = time.monotonic_ns()
+        elif clock_id in (2, 3):
+            now = time.thread_time_ns()
+        else:
+            return ERRNO_INVAL
+        self._mem().write_u64(out_ptr, now, "clock_time_get")
+        return ERRNO_SUCCESS
+
+    def clock_res_get(self, clock_id: int, out_ptr: int) -> int:
+        if not 0 <= clock_id <= 3:
+            return ERRNO_INVAL
+        self._mem().write_u64(out_ptr, 1000, "clock_res_get")
+        return ERRNO_SUCCESS
+
+    def random_get(self, buf: int, length: int) -> int:
+        self._mem().write(buf, os.urandom(length & 0xFFFF_FFFF), "random_get")
+        return ERRNO_SUCCESS
+
+    def fd_write(self, fd: int, iovs: int, iovs_len: int, nwritten_ptr: int) -> int:
+        if fd not in (1, 2):
+            return ERRNO_BADF
+        mem = self._mem()
+        total = 0
+        for i in range(iovs_len & 0xFFFF_FFFF):
+            base = mem.read_u32(iovs + 8 * i, "fd_write iovec")
+            length = mem.read_u32(iovs + 8 * i + 4, "fd_write iovec")
+            self.output.append(fd, mem.read(base, length, "fd_write data"))
+            total += length
+        mem.write_u32(nwritten_ptr, total, "fd_write")
+        return ERRNO_SUCCESS
+
+    def fd_close(self, fd: int) -> int:
+        return ERRNO_BADF
+
+    def fd_fdstat_get(self, fd: int, out_ptr: int) -> int:
+        if fd not in (1, 2):
+            return ERRNO_BADF
+        # filetype CHARACTER_DEVICE (2), no flags, rights for fd_write (bit 6) only.
+        self._mem().write(out_ptr, bytes([2, 0, 0, 0, 0, 0, 0, 0]) + (1 << 6).to_bytes(8, "little")
+                          + bytes(8), "fd_fdstat_get")
+        return ERRNO_SUCCESS
+
+    def fd_prestat_get(self, fd: int, out_ptr: int) -> int:
+        return ERRNO_BADF  # no preopened directories
+
+    def sched_yield(self) -> int:
+        return ERRNO_SUCCESS
+
+    def proc_exit(self, code: int) -> None:
+        raise GuestExit(code & 0xFFFF_FFFF)
+
+    # --- linking -----------------------------------------------------------------------
+
+    _SIGNATURES: dict[str, tuple[str, str]] = {
+        "args_sizes_get": ("ii", "i"),
+        "args_get": ("ii", "i"),
+        "environ_sizes_get": ("ii", "i"),
+        "environ_get": ("ii", "i"),
+        "clock_time_get": ("iIi", "i"),
+        "clock_res_get": ("ii", "i"),
+        "random_get": ("ii", "i"),
+        "fd_write": ("iiii", "i"),
+        "fd_close": ("i", "i"),
+        "fd_fdstat_get": ("ii", "i"),
+        "fd_prestat_get": ("ii", "i"),
+        "sched_yield": ("", "i"),
+        "proc_exit": ("i", ""),
+    }
+
+    def define(self, linker: wasmtime.Linker, imports: Sequence[tuple[str, wasmtime.FuncType]]) -> None:
+        """Define each preview1 function the module imports (names already validated)."""
+        for name, import_type in imports:
+            signature = self._SIGNATURES.get(name)
+            if signature is not None:
+                func: Callable[..., Any] = getattr(self, name)
+                linker.define_func("wasi_snapshot_preview1", name, _ty(*signature), func)
+            else:
+                linker.define_func(
+                    "wasi_snapshot_preview1", name, import_type,
+                    _unsupported(len(import_type.results)),
+                )
+
+    @classmethod
+    def signature_of(cls, name: str) -> tuple[str, str] | None:
+        """The (params, results) letters ('i' i32, 'I' i64) of an implemented function."""
+        return cls._SIGNATURES.get(name)
+
+
+def _unsupported(result_count: int) -> Callable[..., Any]:
+    def call(*_args: Any) -> Any:
+        return ERRNO_NOSYS if result_count == 1 else None
+
+    return call

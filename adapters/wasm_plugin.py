@@ -1,0 +1,290 @@
+"""WasmPlugin: one configured wasm plugin, shaped like a kube-scheduler plugin.
+
+This module owns the scheduler-facing facade of a guest: one object per configured
+plugin with the framework's extension points as snake_case methods. Each call asks the
+plugin's `SupervisorActor` which guest actor serves the pod (never guessing itself),
+then sends that actor one message for the whole phase (Filter and Score over many
+nodes are one message). It also drives the supervisor's transitions at the right
+points: PreFilter begins the cycle, Permit moves the pod to binding, PostBind and
+Unreserve end it. Those lifecycle points are always reported as implemented, whatever
+the guest exports, so no subset of exports can leak an instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import pykka
+import structlog
+
+from actors.abi import (
+    DEFAULT_CLUSTER_EVENTS,
+    ClusterEvent,
+    Code,
+    FilterResult,
+    NodeScore,
+    NormalizeScoreResult,
+    PermitResult,
+    PostFilterResult,
+    PreFilterResult,
+    ScoreResult,
+    Status,
+)
+from actors.guest_actor import Describe, InstanceInfo, Invoke
+from actors.handle import EmptyHandle, FrameworkHandle, KubeObject
+from actors.supervisor import (
+    Assigned,
+    BeginCycle,
+    Borrow,
+    GetActors,
+    GetCounts,
+    GetPlacement,
+    GiveBack,
+    Lost,
+    PoolCounts,
+    Reap,
+    Release,
+    Route,
+    SupervisorActor,
+    ToBinding,
+)
+from actors.wire_cache import NodeWireCache
+from registry.compiler import CompiledGuest, GuestCompiler
+from registry.config import PluginConfig
+from registry.errors import GuestLoadError
+
+log = structlog.get_logger("adapters.wasm_plugin")
+
+#: Framework extension point -> guest export.
+POINT_EXPORTS: Mapping[str, str] = {
+    "queue_sort": "",
+    "pre_filter": "prefilter",
+    "filter": "filter",
+    "pre_filter_extensions": "addpod",
+    "post_filter": "postfilter",
+    "pre_score": "prescore",
+    "score": "score",
+    "normalize_score": "normalizescore",
+    "reserve": "reserve",
+    "permit": "permit",
+    "pre_bind": "prebind",
+    "bind": "bind",
+    "post_bind": "postbind",
+    "enqueue_extensions": "enqueue",
+}
+
+#: Points the facade always takes part in: they carry the pod's assignment lifecycle.
+LIFECYCLE_POINTS = frozenset({"pre_filter", "reserve", "permit", "post_bind"})
+
+
+class Named(Protocol):
+    name: str
+
+
+def pod_key(pod: KubeObject) -> tuple[str, str]:
+    """(uid, namespace/name) of a pod; a pod without a uid is known by its name."""
+    meta = pod.get("metadata", {})
+    name = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+    return str(meta.get("uid") or name), name
+
+
+def _names(nodes: Sequence[Named | str]) -> list[str]:
+    return [n if isinstance(n, str) else n.name for n in nodes]
+
+
+class WasmPlugin:
+    """A loaded wasm plugin: its supervisor, pool and extension points."""
+
+    def __init__(self, guest: CompiledGuest, config: PluginConfig, handle: FrameworkHandle | None = None) -> None:
+        self.name = config.name
+        self.config = config
+        self.guest = guest
+        self.handle: FrameworkHandle = handle or EmptyHandle()
+        self.node_cache = NodeWireCache()
+        self.log = log.bind(plugin=self.name)
+        self.supervisor = SupervisorActor.start(guest, config, self.node_cache)
+        self._events: tuple[ClusterEvent, ...] | None = None
+        info = self._first_instance()
+        if info.broken:
+            self.stop()
+            raise GuestLoadError(f"{config.name!r} ({guest.url})", info.broken.split(": ", 1)[-1])
+
+    @classmethod
+    def load(cls, config: PluginConfig, compiler: GuestCompiler, handle: FrameworkHandle | None = None) -> WasmPlugin:
+        """Fetch, compile (once per compiler) and start the plugin; GuestLoadError if it cannot run."""
+        return cls(compiler.load(config), config, handle)
+
+    def _first_instance(self) -> InstanceInfo:
+        lent = self.supervisor.ask(Borrow())
+        assert isinstance(lent, Assigned), lent
+        try:
+            info: InstanceInfo = lent.actor.ask(Describe())
+        finally:
+            self.supervisor.tell(GiveBack(lent.instance_id))
+        return info
+
+    # --- introspection -----------------------------------------------------------------
+
+    @property
+    def exports(self) -> frozenset[str]:
+        return self.guest.exports
+
+    def implements(self, point: str) -> bool:
+        """Does the framework need to call this extension point of the plugin?"""
+        if point in LIFECYCLE_POINTS:
+            return True
+        if point == "unreserve":
+            return True  # Reserve is a lifecycle point; its Unreserve always releases
+        export = POINT_EXPORTS.get(point, "")
+        return bool(export) and export in self.guest.exports
+
+    @property
+    def extension_points(self) -> frozenset[str]:
+        return frozenset(p for p in (*POINT_EXPORTS, "unreserve") if self.implements(p))
+
+    def counts(self) -> PoolCounts:
+        counts: PoolCounts = self.supervisor.ask(GetCounts())
+        return counts
+
+    def placement(self) -> dict[str, str]:
+        placement: dict[str, str] = self.supervisor.ask(GetPlacement())
+        return placement
+
+    def reap(self) -> int:
+        reaped: int = self.supervisor.ask(Reap())
+        return reaped
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the supervisor and every guest actor of this plugin, and wait for them."""
+        try:
+            guests: list[pykka.ActorRef[Any]] = self.supervisor.ask(GetActors())
+            self.supervisor.stop()
+        except pykka.ActorDeadError:
+            return
+        for ref in guests:
+            try:
+                ref.stop(block=True, timeout=timeout)
+            except pykka.Timeout:
+                self.log.warning("instance.stop_timeout", timeout_s=timeout)
+
+    # --- plumbing ----------------------------------------------------------------------
+
+    def _error(self, reason: str) -> Status:
+        return Status(Code.ERROR, reason, self.name)
+
+    def _run(self, route: Any, point: str, args: tuple[Any, ...], pod: KubeObject, phase: str) -> Any:
+        """Ask the supervisor for the pod's actor, run `point` there; a Status if none can."""
+        uid, name = pod_key(pod)
+        answer = self.supervisor.ask(route(uid, name))
+        if isinstance(answer, Lost):
+            return self._error(answer.reason)
+        try:
+            return answer.actor.ask(Invoke(point, args, name, uid, phase))
+        except pykka.ActorDeadError:
+            return self._error(f"wasm plugin {self.name}: instance {answer.instance_id} serving pod {name} "
+                               "was discarded; its cycle state is gone")
+
+    # --- scheduling cycle --------------------------------------------------------------
+
+    def pre_filter(self, state: Any, pod: KubeObject) -> PreFilterResult:
+        result = self._run(BeginCycle, "prefilter", (pod, self.handle), pod, "scheduling")
+        return PreFilterResult(result) if isinstance(result, Status) else result
+
+    def filter_nodes(self, state: Any, pod: KubeObject, nodes: Sequence[Named | str]) -> dict[str, Status]:
+        names = _names(nodes)
+        result = self._run(Route, "filter", (pod, names, self.handle), pod, "scheduling")
+        if isinstance(result, Status):
+            return dict.fromkeys(names, result)
+        assert isinstance(result, FilterResult)
+        return result.as_dict()
+
+    def add_pod(self, state: Any, pod: KubeObject, pod_to_add: KubeObject, node: Named | str) -> Status:
+        node_name = node if isinstance(node, str) else node.name
+        result: Status = self._run(Route, "addpod", (pod, pod_to_add, node_name, self.handle), pod, "scheduling")
+        return result
+
+    def remove_pod(self, state: Any, pod: KubeObject, pod_to_remove: KubeObject, node: Named | str) -> Status:
+        node_name = node if isinstance(node, str) else node.name
+        result: Status = self._run(Route, "removepod", (pod, pod_to_remove, node_name, self.handle), pod,
+                                   "scheduling")
+        return result
+
+    def post_filter(self, state: Any, pod: KubeObject, statuses: Mapping[str, Status]) -> PostFilterResult:
+        codes = {name: int(status.code) for name, status in statuses.items()}
+        result = self._run(Route, "postfilter", (pod, codes, self.handle), pod, "scheduling")
+        return PostFilterResult(result) if isinstance(result, Status) else result
+
+    def pre_score(self, state: Any, pod: KubeObject, nodes: Sequence[Named | str]) -> Status:
+        result: Status = self._run(Route, "prescore", (pod, _names(nodes), self.handle), pod, "scheduling")
+        return result
+
+    def score_nodes(self, state: Any, pod: KubeObject, nodes: Sequence[Named | str]) -> ScoreResult:
+        result = self._run(Route, "score", (pod, _names(nodes), self.handle), pod, "scheduling")
+        return ScoreResult(result) if isinstance(result, Status) else result
+
+    def normalize_score(self, state: Any, pod: KubeObject, scores: Sequence[NodeScore]) -> NormalizeScoreResult:
+        result = self._run(Route, "normalizescore", (pod, tuple(scores), self.handle), pod, "scheduling")
+        return NormalizeScoreResult(result) if isinstance(result, Status) else result
+
+    def reserve(self, state: Any, pod: KubeObject, node_name: str) -> Status:
+        result: Status = self._run(Route, "reserve", (pod, node_name, self.handle), pod, "scheduling")
+        return result
+
+    def permit(self, state: Any, pod: KubeObject, node_name: str) -> PermitResult:
+        result = self._run(Route, "permit", (pod, node_name, self.handle), pod, "scheduling")
+        uid, name = pod_key(pod)
+        self.supervisor.tell(ToBinding(uid, name))
+        return PermitResult(result) if isinstance(result, Status) else result
+
+    # --- binding cycle (or the end of a failed scheduling cycle) ------------------------
+
+    def unreserve(self, state: Any, pod: KubeObject, node_name: str) -> None:
+        """Runs on the pod's own actor, wherever it is, then returns that actor to the pool."""
+        status = self._run(Route, "unreserve", (pod, node_name, self.handle), pod, "binding")
+        uid, name = pod_key(pod)
+        self.supervisor.tell(Release(uid, name, "unreserve"))
+        if not status.ok:
+            self.log.warning("cycle.unreserve_failed", pod=name, pod_uid=uid, reason=status.reason)
+
+    def pre_bind(self, state: Any, pod: KubeObject, node_name: str) -> Status:
+        result: Status = self._run(Route, "prebind", (pod, node_name, self.handle), pod, "binding")
+        return result
+
+    def bind(self, state: Any, pod: KubeObject, node_name: str) -> Status:
+        result: Status = self._run(Route, "bind", (pod, node_name, self.handle), pod, "binding")
+        return result
+
+    def post_bind(self, state: Any, pod: KubeObject, node_name: str) -> None:
+        """The last call of a successful binding cycle: the pod's actor returns to the pool."""
+        status = self._run(Route, "postbind", (pod, node_name, self.handle), pod, "binding")
+        uid, name = pod_key(pod)
+        self.supervisor.tell(Release(uid, name, "postbind"))
+        if not status.ok:
+            self.log.warning("cycle.postbind_failed", pod=name, pod_uid=uid, reason=status.reason)
+
+    def release(self, pod: KubeObject, why: str) -> None:
+        """End the pod's cycle without a guest call (the framework gave up on the pod)."""
+        uid, name = pod_key(pod)
+        self.supervisor.tell(Release(uid, name, why))
+
+    # --- outside every cycle -----------------------------------------------------------
+
+    def events_to_register(self) -> tuple[ClusterEvent, ...]:
+        if self._events is not None:
+            return self._events
+        if "enqueue" not in self.guest.exports:
+            self._events = DEFAULT_CLUSTER_EVENTS
+            return self._events
+        lent = self.supervisor.ask(Borrow())
+        if isinstance(lent, Lost):
+            return DEFAULT_CLUSTER_EVENTS
+        try:
+            events, status = lent.actor.ask(Invoke("enqueue", (self.handle,), phase="enqueue"))
+        finally:
+            self.supervisor.tell(GiveBack(lent.instance_id))
+        if not status.ok:
+            self.log.warning("enqueue.failed", reason=status.reason)
+            return DEFAULT_CLUSTER_EVENTS
+        self._events = tuple(events)
+        return self._events

@@ -1,0 +1,106 @@
+"""A wasm plugin's configuration: what `pluginConfig[].args` of a scheduler profile says.
+
+This module owns `PluginConfig` and its parsing from the args mapping of a
+KubeSchedulerConfiguration `pluginConfig` entry (`guestURL`, `guestConfig`,
+`logSeverity`, `args`, plus this runtime's pool settings). A mistake in it is the
+user's, so it raises `PluginConfigError` with one line naming the plugin and the field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class PluginConfigError(ValueError):
+    """A wasm plugin's args are malformed."""
+
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """How many instances of one plugin exist and for how long they stay idle."""
+
+    #: Idle instances kept however long they sit idle.
+    min_idle: int = 1
+    #: Seconds an idle instance beyond `min_idle` lives before it is stopped.
+    idle_seconds: float = 60.0
+    #: Upper bound on live instances (0: no bound). Reaching it gives the pod an Error.
+    max_instances: int = 0
+
+
+@dataclass(frozen=True)
+class PluginConfig:
+    """One configured wasm plugin."""
+
+    name: str
+    guest_url: str
+    guest_config: str = ""
+    #: klog severity at or above which guest log lines are emitted (0 info .. 3 fatal).
+    log_severity: int = 0
+    #: The guest's argv, argv[0] included, exactly as configured.
+    args: tuple[str, ...] = ()
+    guest_sha256: str = ""
+    pool: PoolConfig = field(default_factory=PoolConfig)
+    #: Directory the configuration came from; a relative guestURL path is read from it.
+    base_dir: str = ""
+
+    @classmethod
+    def from_args(cls, name: str, args: Mapping[str, Any], base_dir: str = "") -> PluginConfig:
+        """Parse a `pluginConfig[].args` mapping (camelCase keys, as in YAML)."""
+
+        def fail(what: str) -> PluginConfigError:
+            return PluginConfigError(f"plugin {name!r}: {what}")
+
+        if not isinstance(args, Mapping):
+            raise fail(f"args must be a mapping, got {type(args).__name__}")
+        url = args.get("guestURL")
+        if not isinstance(url, str) or not url:
+            raise fail("args.guestURL must be a non-empty string (a path, file:// or http(s):// URL)")
+        guest_config = args.get("guestConfig", "")
+        if not isinstance(guest_config, str):
+            raise fail("args.guestConfig must be a string (the guest parses it itself)")
+        severity = args.get("logSeverity", 0)
+        if isinstance(severity, bool) or not isinstance(severity, int) or not 0 <= severity <= 3:
+            raise fail(f"args.logSeverity must be 0 (info), 1 (warning), 2 (error) or 3 (fatal), got {severity!r}")
+        argv = args.get("args", [])
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            raise fail("args.args must be a list of strings (the guest's argv, argv[0] included)")
+        sha = args.get("guestSHA256", "")
+        if not isinstance(sha, str) or (sha and not _SHA256.match(sha.lower())):
+            raise fail("args.guestSHA256 must be 64 hexadecimal digits")
+        pool_args = args.get("pool", {})
+        if not isinstance(pool_args, Mapping):
+            raise fail("args.pool must be a mapping")
+        pool = PoolConfig(
+            min_idle=_non_negative(pool_args, "minIdle", PoolConfig.min_idle, fail, int),
+            idle_seconds=_non_negative(pool_args, "idleSeconds", PoolConfig.idle_seconds, fail, float),
+            max_instances=_non_negative(pool_args, "maxInstances", PoolConfig.max_instances, fail, int),
+        )
+        known = {"guestURL", "guestConfig", "logSeverity", "args", "guestSHA256", "pool"}
+        unknown = sorted(set(args) - known)
+        if unknown:
+            raise fail(f"unknown args field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(
+            name=name,
+            guest_url=url,
+            guest_config=guest_config,
+            log_severity=severity,
+            args=tuple(argv),
+            guest_sha256=sha.lower(),
+            pool=pool,
+            base_dir=base_dir,
+        )
+
+
+def _non_negative(args: Mapping[str, Any], key: str, default: Any, fail: Any, kind: type) -> Any:
+    value = args.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise fail(f"args.pool.{key} must be a non-negative number, got {value!r}")
+    if kind is int and value != int(value):
+        raise fail(f"args.pool.{key} must be a whole number, got {value!r}")
+    return kind(value)

@@ -1,0 +1,65 @@
+"""Shared fixtures: a compiler per test session, the probe guest, guests from WAT text."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pykka
+import pytest
+import structlog
+
+from actors.guest_instance import GuestInstance
+from actors.handle import EmptyHandle
+from registry.compiler import CompiledGuest, GuestCompiler
+from registry.config import PluginConfig
+
+GUESTS = Path(__file__).parent / "guests"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.fixture(scope="session")
+def compiler() -> GuestCompiler:
+    return GuestCompiler()
+
+
+@pytest.fixture(autouse=True)
+def _quiet_logs_and_no_stray_actors() -> Iterator[None]:
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.processors.JSONRenderer()],
+        wrapper_class=structlog.make_filtering_bound_logger(30),
+        cache_logger_on_first_use=False,
+    )
+    yield
+    # Every test stops what it started; a leak here is a bug of the runtime or the test.
+    deadline = time.monotonic() + 3  # stops requested without waiting finish quickly
+    while pykka.ActorRegistry.get_all() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    leftover = pykka.ActorRegistry.get_all()
+    pykka.ActorRegistry.stop_all()
+    assert not leftover, f"actors left running: {leftover}"
+
+
+def wat_guest(compiler: GuestCompiler, name: str, wat: str) -> CompiledGuest:
+    return compiler.compile(name, f"{name}.wat", wat.encode())
+
+
+@pytest.fixture(scope="session")
+def probe(compiler: GuestCompiler) -> CompiledGuest:
+    return compiler.compile("probe", str(GUESTS / "probe.wat"), (GUESTS / "probe.wat").read_bytes())
+
+
+@pytest.fixture
+def make_instance(probe: CompiledGuest) -> Callable[..., GuestInstance]:
+    def make(guest: CompiledGuest | None = None, **config: object) -> GuestInstance:
+        g = guest or probe
+        cfg = PluginConfig(name=g.name, guest_url=g.url, **config)  # type: ignore[arg-type]
+        return GuestInstance(g, cfg, f"{g.name}-test")
+
+    return make
+
+
+@pytest.fixture
+def handle() -> EmptyHandle:
+    return EmptyHandle()

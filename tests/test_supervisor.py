@@ -1,0 +1,262 @@
+"""The assignment lifecycle: the seed's scenarios, through the plugin facade.
+
+The checker guest (guests/checker.wat) traps whenever a call of a pod's cycle reaches
+an instance that did not run that pod's prefilter, so every `ok` status below is also
+a proof that the call reached the right instance.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from actors.abi import Code, NodeScore
+from actors.supervisor import Assigned, Lost, Route
+from adapters.wasm_plugin import WasmPlugin, pod_key
+from registry.compiler import GuestCompiler
+from registry.config import PluginConfig, PoolConfig
+from tests.conftest import GUESTS, wat_guest
+
+NODES = ["node-1", "node-2", "node-3"]
+
+
+def make_pod(name: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+
+@pytest.fixture
+def checker_plugin(compiler: GuestCompiler) -> Iterator[Callable[..., WasmPlugin]]:
+    started: list[WasmPlugin] = []
+
+    def make(**pool: float) -> WasmPlugin:
+        config = PluginConfig("checker", str(GUESTS / "checker.wat"), pool=PoolConfig(**pool))  # type: ignore[arg-type]
+        plugin = WasmPlugin.load(config, compiler)
+        started.append(plugin)
+        return plugin
+
+    yield make
+    for plugin in started:
+        plugin.stop()
+
+
+def instance_of(plugin: WasmPlugin, pod: dict) -> str | None:
+    uid, name = pod_key(pod)
+    answer = plugin.supervisor.ask(Route(uid, name))
+    return answer.instance_id if isinstance(answer, Assigned) else None
+
+
+def scheduling_cycle(plugin: WasmPlugin, pod: dict, nodes: list[str] = NODES) -> None:
+    assert plugin.pre_filter(None, pod).status.ok
+    statuses = plugin.filter_nodes(None, pod, nodes)
+    assert all(s.ok for s in statuses.values()), statuses
+    assert plugin.pre_score(None, pod, nodes).ok
+    scores = plugin.score_nodes(None, pod, nodes)
+    assert scores.status.ok and [s.score for s in scores.scores] == [1] * len(nodes)
+    assert plugin.normalize_score(None, pod, scores.scores).status.ok
+    assert plugin.reserve(None, pod, nodes[0]).ok
+
+
+def binding_cycle(plugin: WasmPlugin, pod: dict, node: str = NODES[0]) -> None:
+    assert plugin.pre_bind(None, pod, node).ok
+    assert plugin.bind(None, pod, node).code == Code.SKIP
+    plugin.post_bind(None, pod, node)
+
+
+def test_pod_rejected_in_filter_releases_its_instance_at_next_prefilter(checker_plugin) -> None:
+    plugin = checker_plugin()
+    a, b = make_pod("a"), make_pod("b")
+    plugin.pre_filter(None, a)
+    assert all(s.ok for s in plugin.filter_nodes(None, a, NODES).values())
+    served_a = instance_of(plugin, a)
+    # No node fits: the framework stops the cycle; no Permit ever comes for a.
+    scheduling_cycle(plugin, b)
+    assert instance_of(plugin, b) == served_a, "the slot's actor is reassigned, not a new one"
+    assert instance_of(plugin, a) is None
+    late = plugin.score_nodes(None, a, NODES)
+    assert late.status.code == Code.ERROR and "no instance is assigned" in late.status.reason
+    counts = plugin.counts()
+    assert (counts.started, counts.scheduling, counts.binding, counts.idle) == (1, 1, 0, 0)
+    assert counts.balanced
+
+
+def test_pod_past_permit_keeps_its_instance_through_binding(checker_plugin) -> None:
+    plugin = checker_plugin()
+    a, b, c = make_pod("a"), make_pod("b"), make_pod("c")
+    scheduling_cycle(plugin, a)
+    assert plugin.permit(None, a, NODES[0]).status.ok
+    served_a = instance_of(plugin, a)
+    scheduling_cycle(plugin, b)  # the next pod is scheduled while a waits to bind
+    assert instance_of(plugin, b) != served_a
+    assert plugin.placement() == {served_a: "binding", instance_of(plugin, b): "slot"}
+    binding_cycle(plugin, a)  # the checker traps if any of these reached b's instance
+    assert instance_of(plugin, a) is None
+    scheduling_cycle(plugin, c)
+    assert instance_of(plugin, c) == instance_of(plugin, c)
+    counts = plugin.counts()
+    assert counts.discarded == 0 and counts.started == 2 and counts.binding == 0 and counts.balanced
+
+
+def test_binding_cycles_of_many_pods_run_in_parallel(checker_plugin) -> None:
+    plugin = checker_plugin()
+    pods = [make_pod(f"p{i}") for i in range(8)]
+    for pod in pods:
+        scheduling_cycle(plugin, pod)
+        assert plugin.permit(None, pod, NODES[0]).status.ok
+    assert plugin.counts().binding == 8
+    barrier = threading.Barrier(8)
+
+    def bind(pod: dict) -> None:
+        barrier.wait(timeout=10)
+        for _ in range(5):  # several calls each, interleaved with the other pods'
+            assert plugin.pre_bind(None, pod, NODES[0]).ok
+        binding_cycle(plugin, pod)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(bind, pods))
+    counts = plugin.counts()
+    assert (counts.binding, counts.idle, counts.discarded, counts.started) == (0, 8, 0, 8)
+    assert counts.balanced
+
+
+def test_unreserve_runs_on_the_pods_own_instance_wherever_it_is(checker_plugin) -> None:
+    plugin = checker_plugin()
+    a, b = make_pod("a"), make_pod("b")
+    scheduling_cycle(plugin, a)
+    plugin.permit(None, a, NODES[0])
+    scheduling_cycle(plugin, b)
+    served_a, served_b = instance_of(plugin, a), instance_of(plugin, b)
+    plugin.unreserve(None, a, NODES[0])  # from the binding map: must not touch b's instance
+    plugin.unreserve(None, b, NODES[0])  # from the scheduling slot (Reserve failed for b)
+    placement = plugin.placement()
+    assert placement == {served_a: "idle", served_b: "idle"}
+    assert plugin.counts().discarded == 0, "the checker trapped: unreserve reached the wrong instance"
+
+
+def test_preemption_calls_from_many_threads_are_serialized_on_the_pods_instance(checker_plugin) -> None:
+    plugin = checker_plugin()
+    preemptor, victim = make_pod("preemptor"), make_pod("victim")
+    plugin.pre_filter(None, preemptor)
+    barrier = threading.Barrier(6)
+    outcomes: list[bool] = []
+
+    def candidate(node: str) -> None:
+        barrier.wait(timeout=10)
+        for _ in range(20):
+            outcomes.append(plugin.remove_pod(None, preemptor, victim, node).ok)
+            outcomes.append(all(s.ok for s in plugin.filter_nodes(None, preemptor, [node]).values()))
+            outcomes.append(plugin.add_pod(None, preemptor, victim, node).ok)
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(candidate, [f"node-{i}" for i in range(6)]))
+    assert len(outcomes) == 360 and all(outcomes)
+    counts = plugin.counts()
+    assert counts.started == 1 and counts.discarded == 0
+
+
+def test_a_trap_discards_the_instance_and_the_pod_gets_errors_not_a_fresh_instance(checker_plugin) -> None:
+    plugin = checker_plugin()
+    a, b = make_pod("a"), make_pod("b")
+    plugin.pre_filter(None, a)
+    statuses = plugin.filter_nodes(None, a, ["node-1", "x-trap", "node-3"])
+    assert statuses["node-1"].ok
+    assert statuses["x-trap"].code == Code.ERROR and "trap in filter" in statuses["x-trap"].reason
+    assert statuses["node-3"].code == Code.ERROR
+    later = plugin.score_nodes(None, a, NODES)
+    assert later.status.code == Code.ERROR and "discarded" in later.status.reason
+    assert not plugin.reserve(None, a, NODES[0]).ok
+    counts = plugin.counts()
+    assert counts.discarded == 1 and counts.balanced
+    assert counts.idle >= 1, "the pool is topped up after a discard"
+    scheduling_cycle(plugin, b)  # the next pod is served normally
+    assert plugin.permit(None, b, NODES[0]).status.ok
+    binding_cycle(plugin, b)
+
+
+def test_guests_without_permit_or_postbind_still_give_their_instance_back(compiler: GuestCompiler) -> None:
+    guest = wat_guest(compiler, "filter-only", """
+        (module (memory (export "memory") 1)
+          (func (export "filter") (result i32) (i32.const 0)))""")
+    plugin = WasmPlugin(guest, PluginConfig("filter-only", guest.url))
+    try:
+        assert plugin.implements("permit") and plugin.implements("post_bind")
+        assert not plugin.implements("score") and plugin.implements("filter")
+        for i in range(5):
+            pod = make_pod(f"p{i}")
+            assert plugin.pre_filter(None, pod).status.ok
+            assert all(s.ok for s in plugin.filter_nodes(None, pod, NODES).values())
+            assert plugin.permit(None, pod, NODES[0]).status.ok
+            assert plugin.bind(None, pod, NODES[0]).code == Code.SKIP
+            plugin.post_bind(None, pod, NODES[0])
+        counts = plugin.counts()
+        assert (counts.binding, counts.scheduling, counts.started) == (0, 0, 1) and counts.balanced
+    finally:
+        plugin.stop()
+
+
+def test_score_only_guest_gets_a_cycle_without_exporting_prefilter(compiler: GuestCompiler) -> None:
+    guest = wat_guest(compiler, "score-only", """
+        (module (memory (export "memory") 1)
+          (func (export "score") (result i64) (i64.const 0x700000000)))""")
+    plugin = WasmPlugin(guest, PluginConfig("score-only", guest.url))
+    try:
+        pod = make_pod("a")
+        plugin.pre_filter(None, pod)
+        result = plugin.score_nodes(None, pod, NODES)
+        assert result.status.ok and result.scores == tuple(NodeScore(n, 7) for n in NODES)
+        assert plugin.normalize_score(None, pod, result.scores).scores == result.scores
+    finally:
+        plugin.stop()
+
+
+def test_events_to_register_borrows_an_idle_actor_outside_every_cycle(compiler: GuestCompiler) -> None:
+    guest = wat_guest(compiler, "events", """
+        (module (import "k8s.io/scheduler" "result.cluster_events" (func $ev (param i32 i32)))
+          (memory (export "memory") 1)
+          (data (i32.const 16) "\\01\\00\\00\\00\\08\\00\\00\\00\\00\\00\\00\\00\\01\\00\\00\\00")
+          (func (export "enqueue") (call $ev (i32.const 16) (i32.const 16)))
+          (func (export "filter") (result i32) (i32.const 0)))""")
+    plugin = WasmPlugin(guest, PluginConfig("events", guest.url))
+    try:
+        events = plugin.events_to_register()
+        assert [(int(e.resource), int(e.action)) for e in events] == [(1, 8), (0, 1)]
+        assert plugin.events_to_register() is events  # asked once, then cached
+        counts = plugin.counts()
+        assert (counts.idle, counts.lent, counts.started) == (1, 0, 1)
+    finally:
+        plugin.stop()
+
+
+def test_max_instances_gives_a_clear_error_when_reached(checker_plugin) -> None:
+    plugin = checker_plugin(max_instances=1)
+    a, b = make_pod("a"), make_pod("b")
+    scheduling_cycle(plugin, a)
+    plugin.permit(None, a, NODES[0])
+    result = plugin.pre_filter(None, b)
+    assert result.status.code == Code.ERROR and "maxInstances" in result.status.reason
+    binding_cycle(plugin, a)
+    scheduling_cycle(plugin, b)  # the instance came back: b is served now
+    assert plugin.counts().started == 1
+
+
+def test_idle_instances_beyond_min_idle_are_stopped_after_idle_time(checker_plugin) -> None:
+    plugin = checker_plugin(min_idle=1, idle_seconds=0)
+    pods = [make_pod(f"p{i}") for i in range(4)]
+    for pod in pods:
+        scheduling_cycle(plugin, pod)
+        plugin.permit(None, pod, NODES[0])
+    for pod in pods:
+        binding_cycle(plugin, pod)
+    plugin.reap()
+    counts = plugin.counts()
+    assert counts.idle == 1 and counts.reaped == 3 and counts.balanced
+
+
+def test_lost_answer_for_unknown_pod(checker_plugin) -> None:
+    plugin = checker_plugin()
+    answer = plugin.supervisor.ask(Route("nobody", "default/nobody"))
+    assert isinstance(answer, Lost)
+    assert not plugin.pre_bind(None, make_pod("nobody"), NODES[0]).ok

@@ -1,0 +1,147 @@
+"""Random sequences of framework events against a model of the assignment lifecycle.
+
+Hypothesis drives PreFilter, Filter (sometimes on a trapping node), Permit, PreBind,
+PostBind and Unreserve for a handful of pods in any order a scheduler could produce,
+and after every step checks the invariants: every live actor is in exactly one place
+(idle, the scheduling slot, the binding map); the pod's calls reach the actor the
+model expects (the checker guest traps otherwise, which would show as a discard the
+model did not expect); started = idle + assigned + discarded + reaped.
+"""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from actors.abi import Code
+from actors.supervisor import Assigned, Route
+from adapters.wasm_plugin import WasmPlugin, pod_key
+from registry.compiler import GuestCompiler
+from registry.config import PluginConfig
+from tests.conftest import GUESTS
+
+NODES = ["node-1", "node-2"]
+POD_NAMES = [f"pod-{i}" for i in range(6)]
+COMPILER = GuestCompiler()
+CHECKER = COMPILER.compile("checker", "checker.wat", (GUESTS / "checker.wat").read_bytes())
+
+
+def pod(name: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"}}
+
+
+class AssignmentMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.plugin = WasmPlugin(CHECKER, PluginConfig("checker", "checker.wat"))
+        self.slot: str | None = None  # pod in the scheduling slot
+        self.slot_lost = False  # its instance trapped
+        self.slot_instance: str | None = None
+        self.binding: dict[str, str | None] = {}  # pod -> instance (None: trapped)
+        self.expected_discards = 0
+
+    def teardown(self) -> None:
+        self.plugin.stop()
+
+    def instance(self, name: str) -> str | None:
+        uid, key = pod_key(pod(name))
+        answer = self.plugin.supervisor.ask(Route(uid, key))
+        return answer.instance_id if isinstance(answer, Assigned) else None
+
+    # --- scheduling cycle --------------------------------------------------------------
+
+    @rule(name=st.sampled_from(POD_NAMES))
+    def pre_filter(self, name: str) -> None:
+        if name in self.binding:
+            return  # a pod in its binding cycle is not scheduled again
+        previous = self.slot_instance if not self.slot_lost else None
+        result = self.plugin.pre_filter(None, pod(name))
+        assert result.status.ok, result
+        served = self.instance(name)
+        if previous is not None:
+            assert served == previous, "the slot's actor must be reassigned to the new pod"
+        self.slot, self.slot_lost, self.slot_instance = name, False, served
+
+    @precondition(lambda self: self.slot is not None)
+    @rule(trap=st.booleans())
+    def filter(self, trap: bool) -> None:
+        assert self.slot is not None
+        nodes = ["x-trap"] if trap else NODES
+        statuses = self.plugin.filter_nodes(None, pod(self.slot), nodes)
+        if self.slot_lost:
+            assert all(s.code == Code.ERROR for s in statuses.values())
+        elif trap:
+            assert statuses["x-trap"].code == Code.ERROR
+            self.expected_discards += 1
+            self.slot_lost = True
+            self.slot_instance = None
+        else:
+            assert all(s.ok for s in statuses.values()), statuses
+
+    @precondition(lambda self: self.slot is not None)
+    @rule()
+    def permit(self) -> None:
+        assert self.slot is not None
+        result = self.plugin.permit(None, pod(self.slot), NODES[0])
+        assert result.status.ok == (not self.slot_lost)
+        self.binding[self.slot] = self.slot_instance
+        self.slot, self.slot_instance, self.slot_lost = None, None, False
+
+    @precondition(lambda self: self.slot is not None)
+    @rule()
+    def unreserve_in_scheduling(self) -> None:
+        assert self.slot is not None
+        self.plugin.unreserve(None, pod(self.slot), NODES[0])
+        self.slot, self.slot_instance, self.slot_lost = None, None, False
+
+    # --- binding cycle -----------------------------------------------------------------
+
+    @precondition(lambda self: bool(self.binding))
+    @rule(data=st.data())
+    def pre_bind(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from(sorted(self.binding)))
+        status = self.plugin.pre_bind(None, pod(name), NODES[0])
+        assert status.ok == (self.binding[name] is not None), status
+
+    @precondition(lambda self: bool(self.binding))
+    @rule(data=st.data(), success=st.booleans())
+    def end_binding(self, data: st.DataObject, success: bool) -> None:
+        name = data.draw(st.sampled_from(sorted(self.binding)))
+        if success:
+            self.plugin.post_bind(None, pod(name), NODES[0])
+        else:
+            self.plugin.unreserve(None, pod(name), NODES[0])
+        del self.binding[name]
+
+    @rule(name=st.sampled_from(POD_NAMES))
+    def stray_call_for_a_pod_without_cycle(self, name: str) -> None:
+        if name == self.slot or name in self.binding:
+            return
+        assert self.plugin.reserve(None, pod(name), NODES[0]).code == Code.ERROR
+
+    # --- invariants --------------------------------------------------------------------
+
+    @invariant()
+    def every_actor_is_in_exactly_one_place(self) -> None:
+        placement = self.plugin.placement()
+        assert all(place in ("idle", "slot", "binding") for place in placement.values()), placement
+        live_binding = sum(1 for i in self.binding.values() if i is not None)
+        assert list(placement.values()).count("binding") == live_binding
+        assert list(placement.values()).count("slot") == (1 if self.slot_instance else 0)
+        for name, instance in self.binding.items():
+            if instance is not None:
+                assert placement[instance] == "binding" and self.instance(name) == instance
+
+    @invariant()
+    def counts_balance_and_no_unexpected_trap(self) -> None:
+        counts = self.plugin.counts()
+        assert counts.balanced, counts
+        assert counts.discarded == self.expected_discards, "a call reached another pod's instance"
+
+
+AssignmentMachine.TestCase.settings = settings(
+    max_examples=25, stateful_step_count=25, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestAssignments = AssignmentMachine.TestCase
