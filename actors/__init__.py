@@ -1,0 +1,13 @@
+"""The concurrency model: one Pykka actor per wasm instance, and their supervisor.
+
+- `guest_actor.GuestActor` owns one `guest_instance.GuestInstance` (store, WASI, host
+  functions) and runs its calls one at a time: its mailbox is the only lock.
+- `supervisor.SupervisorActor` tracks pod -> actor assignments across the scheduling and
+  binding cycles and keeps the idle pool. The whole lifecycle of a pod's instance is
+  in that one file.
+- `abi` is the guest ABI as data; `host_functions`, `wasi` and `guest_memory` are what a
+  guest can reach of the host.
+- The Kubernetes object codec (`kube_schema`, `kube_codec`, `wire_cache`) lives here
+  because its one user is the guest's host functions, which hand those bytes to the
+  guest.
+"""

@@ -28,10 +28,25 @@ from registry.errors import GuestLoadError
 log = structlog.get_logger("actors.guest")
 
 #: GuestInstance methods a message may invoke.
-EXTENSION_POINTS = frozenset({
-    "prefilter", "filter", "postfilter", "prescore", "score", "normalizescore", "reserve",
-    "unreserve", "permit", "prebind", "bind", "postbind", "addpod", "removepod", "enqueue",
-})
+EXTENSION_POINTS = frozenset(
+    {
+        "prefilter",
+        "filter",
+        "postfilter",
+        "prescore",
+        "score",
+        "normalizescore",
+        "reserve",
+        "unreserve",
+        "permit",
+        "prebind",
+        "bind",
+        "postbind",
+        "addpod",
+        "removepod",
+        "enqueue",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,15 +109,20 @@ class GuestActor(pykka.ThreadingActor):
     def on_start(self) -> None:
         started = time.perf_counter()
         try:
-            self.instance = GuestInstance(self.guest, self.config, self.instance_id, self.node_cache)
+            self.instance = GuestInstance(
+                self.guest, self.config, self.instance_id, self.node_cache
+            )
         except GuestLoadError as exc:
             self.load_error = str(exc)
             # Kept alive so a caller can ask why (Describe); the first call reports it
             # broken to the supervisor, which discards it.
             self.log.error("instance.start_failed", error=self.load_error)
             return
-        self.log.info("instance.started", duration_ms=round((time.perf_counter() - started) * 1000, 2),
-                      linear_memory_bytes=self.instance.linear_memory_bytes)
+        self.log.info(
+            "instance.started",
+            duration_ms=round((time.perf_counter() - started) * 1000, 2),
+            linear_memory_bytes=self.instance.linear_memory_bytes,
+        )
 
     def on_stop(self) -> None:
         calls = self.instance.calls if self.instance else 0
@@ -134,11 +154,17 @@ class GuestActor(pykka.ThreadingActor):
                 self._report_broken(self.load_error)
             return _unavailable(message, self.config.name, self.load_error)
         was_broken = bool(inst.broken)
+        inst.phase = message.phase
         started = time.perf_counter()
         result = getattr(inst, message.point)(*message.args)
-        self.log.debug("call.finished", extension_point=message.point, pod=message.pod,
-                       pod_uid=message.pod_uid, phase=message.phase,
-                       duration_ms=round((time.perf_counter() - started) * 1000, 3))
+        self.log.debug(
+            "call.finished",
+            extension_point=message.point,
+            pod=message.pod,
+            pod_uid=message.pod_uid,
+            phase=message.phase,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
         if inst.broken and not was_broken:
             self._report_broken(inst.broken)
         return result

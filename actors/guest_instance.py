@@ -33,9 +33,10 @@ from actors.abi import (
     PreFilterResult,
     ScoreResult,
     Status,
+    as_int32,
     decode_permit,
     decode_postfilter,
-    decode_score,
+    split_i64,
 )
 from actors.guest_memory import GuestFault, GuestMemory
 from actors.handle import FrameworkHandle, KubeObject
@@ -43,7 +44,7 @@ from actors.host_functions import CallContext, HostFunctions
 from actors.kube_codec import KubeCodecError
 from actors.wasi import CapturedOutput, GuestExit, Wasi
 from actors.wire_cache import NodeWireCache
-from registry.compiler import CompiledGuest
+from registry.compiler import CompiledGuest, deadline_ticks
 from registry.config import PluginConfig
 from registry.errors import GuestLoadError
 
@@ -51,7 +52,11 @@ log = structlog.get_logger("actors.instance")
 
 #: Exceptions a guest can cause during a call. Anything else is a bug of the host.
 GUEST_FAULTS: tuple[type[BaseException], ...] = (
-    wasmtime.Trap, wasmtime.WasmtimeError, GuestFault, GuestExit, KubeCodecError,
+    wasmtime.Trap,
+    wasmtime.WasmtimeError,
+    GuestFault,
+    GuestExit,
+    KubeCodecError,
 )
 
 _STDERR_IN_REASON = 2000
@@ -75,15 +80,28 @@ class GuestInstance:
         self.instance_id = instance_id
         self.exports = guest.exports
         self.broken: str = ""
+        #: "scheduling" or "binding": set by the owning actor for each message, for logs.
+        self.phase = "scheduling"
         self.calls = 0
         self.output = CapturedOutput()
         self.log = log.bind(plugin=self.plugin, instance=instance_id)
         self._store = wasmtime.Store(guest.engine)
+        limits = config.limits
+        self._store.set_limits(
+            memory_size=limits.memory_limit_mib * 1024 * 1024,
+            table_elements=limits.table_elements_limit,
+        )
+        self._call_ticks = deadline_ticks(limits.call_timeout_ms)
+        self._call_timeout_ms = limits.call_timeout_ms
+        self._store.set_epoch_deadline(deadline_ticks(limits.start_timeout_ms))
         linker = wasmtime.Linker(guest.engine)
         self._wasi = Wasi(config.args or (config.name,), self.output)
         self._wasi.define(linker, guest.shape.wasi_imports)
         self._host = HostFunctions(
-            self.plugin, instance_id, config.guest_config, config.log_severity,
+            self.plugin,
+            instance_id,
+            config.guest_config,
+            config.log_severity,
             node_cache or NodeWireCache(),
         )
         self._host.define(linker, guest.shape.host_imports)
@@ -105,13 +123,21 @@ class GuestInstance:
         if guest.shape.has_start:
             start = exports["_start"]
             assert isinstance(start, wasmtime.Func)
+            self._store.set_epoch_deadline(deadline_ticks(limits.start_timeout_ms))
             try:
                 start(self._store)
             except GuestExit as exc:
                 if exc.code != 0:
-                    raise GuestLoadError(where, f"_start exited with code {exc.code}{self._stderr_suffix()}") from None
+                    raise GuestLoadError(
+                        where, f"_start exited with code {exc.code}{self._stderr_suffix()}"
+                    ) from None
             except GUEST_FAULTS as exc:
-                raise GuestLoadError(where, f"_start failed: {self._describe(exc)}{self._stderr_suffix()}") from None
+                why = self._describe(exc, limits.start_timeout_ms).replace(
+                    "callTimeoutMs", "startTimeoutMs"
+                )
+                raise GuestLoadError(
+                    where, f"_start failed: {why}{self._stderr_suffix()}"
+                ) from None
             self._flush_output("_start")
 
     # --- the call machinery --------------------------------------------------------------
@@ -120,8 +146,11 @@ class GuestInstance:
     def linear_memory_bytes(self) -> int:
         return self.memory.size
 
-    def _describe(self, exc: BaseException) -> str:
+    def _describe(self, exc: BaseException, timeout_ms: int | None = None) -> str:
         """One line for a failure: a trap's cause (not its backtrace), or the exception's text."""
+        if isinstance(exc, wasmtime.Trap) and exc.trap_code == wasmtime.TrapCode.INTERRUPT:
+            limit = self._call_timeout_ms if timeout_ms is None else timeout_ms
+            return f"deadline exceeded: the call ran longer than {limit} ms (limits.callTimeoutMs)"
         text = exc.message if isinstance(exc, wasmtime.Trap) else (str(exc) or type(exc).__name__)
         if "Caused by:" in text:
             text = text.split("Caused by:", 1)[1]
@@ -142,7 +171,9 @@ class GuestInstance:
         pod = ctx.pod_name if ctx else ""
         for stream, text in (("stdout", out), ("stderr", err)):
             for line in text.splitlines():
-                self.log.info("guest.output", stream=stream, line=line, extension_point=export, pod=pod)
+                self.log.info(
+                    "guest.output", stream=stream, line=line, extension_point=export, pod=pod
+                )
 
     def _fail(self, export: str, exc: BaseException) -> Status:
         """Break the instance after a failed call and say why, as an Error status."""
@@ -151,7 +182,7 @@ class GuestInstance:
         self._funcs = {}
         if not isinstance(exc, GUEST_FAULTS):
             self.log.error("instance.host_bug", extension_point=export, exc_info=exc)
-        self.log.warning("instance.discarded", extension_point=export, trap=reason)
+        self.log.warning("call.trapped", extension_point=export, phase=self.phase, trap=reason)
         return Status(Code.ERROR, reason, self.plugin)
 
     def _broken_status(self, export: str) -> Status:
@@ -164,13 +195,20 @@ class GuestInstance:
 
     def _status(self, code: int, ctx: CallContext) -> Status:
         if ctx.result_error:
-            return Status(Code.ERROR, f"wasm plugin {self.plugin}: {ctx.export}: {ctx.result_error}", self.plugin)
+            return Status(
+                Code.ERROR,
+                f"wasm plugin {self.plugin}: {ctx.export}: {ctx.result_error}",
+                self.plugin,
+            )
         status_code = Code.from_wire(code)
         if status_code == Code.SUCCESS:
             return Status(plugin=self.plugin)
         if status_code.value != code:
-            return Status(Code.ERROR, f"wasm plugin {self.plugin}: {ctx.export} returned unknown status code {code}",
-                          self.plugin)
+            return Status(
+                Code.ERROR,
+                f"wasm plugin {self.plugin}: {ctx.export} returned unknown status code {code}",
+                self.plugin,
+            )
         return Status(status_code, ctx.reason, self.plugin)
 
     def _call(self, ctx: CallContext) -> Any:
@@ -178,6 +216,7 @@ class GuestInstance:
         func = self._funcs[ctx.export]
         self._host.context = ctx
         self.calls += 1
+        self._store.set_epoch_deadline(self._call_ticks)
         try:
             return func(self._store)
         except BaseException as exc:
@@ -203,7 +242,7 @@ class GuestInstance:
             return PreFilterResult(bad)
         if "prefilter" not in self.exports:
             return PreFilterResult(Status(plugin=self.plugin))
-        ctx = CallContext("prefilter", handle, pod=pod)
+        ctx = CallContext("prefilter", handle, phase=self.phase, pod=pod)
         try:
             code = self._call(ctx)
         except GuestBroken as exc:
@@ -212,11 +251,17 @@ class GuestInstance:
         names = frozenset(ctx.node_names) if ctx.node_names is not None and status.ok else None
         return PreFilterResult(status, names)
 
-    def filter(self, pod: KubeObject, node_names: Sequence[str], handle: FrameworkHandle) -> FilterResult:
+    def filter(
+        self, pod: KubeObject, node_names: Sequence[str], handle: FrameworkHandle
+    ) -> FilterResult:
         return FilterResult(tuple(self._per_node("filter", pod, node_names, handle)))
 
     def _per_node(
-        self, export: str, pod: KubeObject, node_names: Sequence[str], handle: FrameworkHandle,
+        self,
+        export: str,
+        pod: KubeObject,
+        node_names: Sequence[str],
+        handle: FrameworkHandle,
         target_pod: KubeObject | None = None,
     ) -> list[tuple[str, Status]]:
         if (bad := self._unavailable(export)) is not None:
@@ -224,7 +269,7 @@ class GuestInstance:
         if export not in self.exports:
             ok = Status(plugin=self.plugin)
             return [(name, ok) for name in node_names]
-        ctx = CallContext(export, handle, pod=pod, target_pod=target_pod)
+        ctx = CallContext(export, handle, phase=self.phase, pod=pod, target_pod=target_pod)
         results: list[tuple[str, Status]] = []
         ok = Status(plugin=self.plugin)
         for name in node_names:
@@ -234,41 +279,53 @@ class GuestInstance:
                 code = self._call(ctx)
             except GuestBroken as exc:
                 failed = exc.args[0]
-                results.extend((rest, failed) for rest in node_names[len(results):])
+                results.extend((rest, failed) for rest in node_names[len(results) :])
                 break
-            results.append((name, ok if code == 0 and not ctx.result_error else self._status(code, ctx)))
+            results.append(
+                (name, ok if code == 0 and not ctx.result_error else self._status(code, ctx))
+            )
         return results
 
-    def postfilter(self, pod: KubeObject, node_to_status: Mapping[str, int], handle: FrameworkHandle) -> PostFilterResult:
+    def postfilter(
+        self, pod: KubeObject, node_to_status: Mapping[str, int], handle: FrameworkHandle
+    ) -> PostFilterResult:
         if (bad := self._unavailable("postfilter")) is not None:
             return PostFilterResult(bad)
         if "postfilter" not in self.exports:
             return PostFilterResult(Status(Code.UNSCHEDULABLE, "", self.plugin))
-        ctx = CallContext("postfilter", handle, pod=pod, node_to_status=node_to_status)
+        ctx = CallContext("postfilter", handle, phase=self.phase, pod=pod, node_to_status=node_to_status)
         try:
             packed = self._call(ctx)
         except GuestBroken as exc:
             return PostFilterResult(exc.args[0])
-        code, mode = decode_postfilter(packed)
-        return PostFilterResult(self._status(code, ctx), ctx.nominated_node_name, mode)
+        _code, mode = decode_postfilter(packed)
+        return PostFilterResult(
+            self._status(split_i64(packed)[0], ctx), ctx.nominated_node_name, mode
+        )
 
-    def prescore(self, pod: KubeObject, node_names: Sequence[str], handle: FrameworkHandle) -> Status:
+    def prescore(
+        self, pod: KubeObject, node_names: Sequence[str], handle: FrameworkHandle
+    ) -> Status:
         if (bad := self._unavailable("prescore")) is not None:
             return bad
         if "prescore" not in self.exports:
             return Status(plugin=self.plugin)
-        ctx = CallContext("prescore", handle, pod=pod, filtered_node_names=node_names)
+        ctx = CallContext("prescore", handle, phase=self.phase, pod=pod, filtered_node_names=node_names)
         try:
             return self._status(self._call(ctx), ctx)
         except GuestBroken as exc:
             return exc.args[0]
 
-    def score(self, pod: KubeObject, node_names: Sequence[str], handle: FrameworkHandle) -> ScoreResult:
+    def score(
+        self, pod: KubeObject, node_names: Sequence[str], handle: FrameworkHandle
+    ) -> ScoreResult:
         if (bad := self._unavailable("score")) is not None:
             return ScoreResult(bad)
         if "score" not in self.exports:
-            return ScoreResult(Status(plugin=self.plugin), tuple(NodeScore(n, 0) for n in node_names))
-        ctx = CallContext("score", handle, pod=pod)
+            return ScoreResult(
+                Status(plugin=self.plugin), tuple(NodeScore(n, 0) for n in node_names)
+            )
+        ctx = CallContext("score", handle, phase=self.phase, pod=pod)
         scores: list[NodeScore] = []
         for name in node_names:
             ctx.node_name = name
@@ -277,19 +334,25 @@ class GuestInstance:
                 packed = self._call(ctx)
             except GuestBroken as exc:
                 return ScoreResult(exc.args[0])
-            code, value = decode_score(packed)
-            if code != Code.SUCCESS:
-                status = self._status(code, ctx)
-                return ScoreResult(Status(status.code, f"node {name}: {status.reason}", self.plugin))
-            scores.append(NodeScore(name, value))
+            low, value = split_i64(packed)
+            if low != Code.SUCCESS:
+                status = self._status(low, ctx)
+                return ScoreResult(
+                    Status(status.code, f"node {name}: {status.reason}", self.plugin)
+                )
+            scores.append(NodeScore(name, as_int32(value)))
         return ScoreResult(Status(plugin=self.plugin), tuple(scores))
 
-    def normalizescore(self, pod: KubeObject, scores: Sequence[NodeScore], handle: FrameworkHandle) -> NormalizeScoreResult:
+    def normalizescore(
+        self, pod: KubeObject, scores: Sequence[NodeScore], handle: FrameworkHandle
+    ) -> NormalizeScoreResult:
         if (bad := self._unavailable("normalizescore")) is not None:
             return NormalizeScoreResult(bad)
         if "normalizescore" not in self.exports:
             return NormalizeScoreResult(Status(plugin=self.plugin), tuple(scores))
-        ctx = CallContext("normalizescore", handle, pod=pod, node_scores={s.name: s.score for s in scores})
+        ctx = CallContext(
+            "normalizescore", handle, phase=self.phase, pod=pod, node_scores={s.name: s.score for s in scores}
+        )
         try:
             code = self._call(ctx)
         except GuestBroken as exc:
@@ -302,18 +365,30 @@ class GuestInstance:
         given = ctx.normalized_scores
         unknown = sorted(set(given) - {s.name for s in scores})
         if unknown:
-            self.log.warning("guest.result_ignored", function="result.normalized_score_list",
-                             extension_point="normalizescore", pod=ctx.pod_name,
-                             reason=f"scores for unknown nodes {unknown[:5]}")
-        return NormalizeScoreResult(status, tuple(NodeScore(s.name, given.get(s.name, s.score)) for s in scores))
+            self.log.warning(
+                "guest.result_ignored",
+                function="result.normalized_score_list",
+                extension_point="normalizescore",
+                pod=ctx.pod_name,
+                reason=f"scores for unknown nodes {unknown[:5]}",
+            )
+        return NormalizeScoreResult(
+            status, tuple(NodeScore(s.name, given.get(s.name, s.score)) for s in scores)
+        )
 
-    def _node_call(self, export: str, pod: KubeObject, node_name: str, handle: FrameworkHandle,
-                   absent: Status | None = None) -> tuple[Status, int | None]:
+    def _node_call(
+        self,
+        export: str,
+        pod: KubeObject,
+        node_name: str,
+        handle: FrameworkHandle,
+        absent: Status | None = None,
+    ) -> tuple[Status, int | None]:
         if (bad := self._unavailable(export)) is not None:
             return bad, None
         if export not in self.exports:
             return absent or Status(plugin=self.plugin), None
-        ctx = CallContext(export, handle, pod=pod, node_name=node_name)
+        ctx = CallContext(export, handle, phase=self.phase, pod=pod, node_name=node_name)
         try:
             raw = self._call(ctx)
         except GuestBroken as exc:
@@ -321,8 +396,8 @@ class GuestInstance:
         if raw is None:
             return self._status(0, ctx), None
         if export == "permit":
-            code, timeout = decode_permit(raw)
-            return self._status(code, ctx), timeout
+            _code, timeout = decode_permit(raw)
+            return self._status(split_i64(raw)[1], ctx), timeout
         return self._status(raw, ctx), None
 
     def reserve(self, pod: KubeObject, node_name: str, handle: FrameworkHandle) -> Status:
@@ -339,15 +414,21 @@ class GuestInstance:
         return self._node_call("prebind", pod, node_name, handle)[0]
 
     def bind(self, pod: KubeObject, node_name: str, handle: FrameworkHandle) -> Status:
-        return self._node_call("bind", pod, node_name, handle, absent=Status(Code.SKIP, "", self.plugin))[0]
+        return self._node_call(
+            "bind", pod, node_name, handle, absent=Status(Code.SKIP, "", self.plugin)
+        )[0]
 
     def postbind(self, pod: KubeObject, node_name: str, handle: FrameworkHandle) -> Status:
         return self._node_call("postbind", pod, node_name, handle)[0]
 
-    def addpod(self, pod: KubeObject, target_pod: KubeObject, node_name: str, handle: FrameworkHandle) -> Status:
+    def addpod(
+        self, pod: KubeObject, target_pod: KubeObject, node_name: str, handle: FrameworkHandle
+    ) -> Status:
         return self._per_node("addpod", pod, [node_name], handle, target_pod)[0][1]
 
-    def removepod(self, pod: KubeObject, target_pod: KubeObject, node_name: str, handle: FrameworkHandle) -> Status:
+    def removepod(
+        self, pod: KubeObject, target_pod: KubeObject, node_name: str, handle: FrameworkHandle
+    ) -> Status:
         return self._per_node("removepod", pod, [node_name], handle, target_pod)[0][1]
 
     def enqueue(self, handle: FrameworkHandle) -> tuple[tuple[ClusterEvent, ...], Status]:
@@ -355,7 +436,7 @@ class GuestInstance:
             return DEFAULT_CLUSTER_EVENTS, bad
         if "enqueue" not in self.exports:
             return DEFAULT_CLUSTER_EVENTS, Status(plugin=self.plugin)
-        ctx = CallContext("enqueue", handle)
+        ctx = CallContext("enqueue", handle, phase=self.phase)
         try:
             self._call(ctx)
         except GuestBroken as exc:

@@ -21,7 +21,7 @@ import structlog
 import wasmtime
 
 from actors.abi import HOST_IMPORTS, ClusterEvent
-from actors.guest_memory import GuestMemory, GuestFault
+from actors.guest_memory import GuestFault, GuestMemory
 from actors.handle import FrameworkHandle, KubeObject
 from actors.kube_codec import encode_pod
 from actors.wire_cache import NodeWireCache, PodWireCache
@@ -40,6 +40,7 @@ class CallContext:
     export: str
     handle: FrameworkHandle
     pod: KubeObject | None = None
+    phase: str = "scheduling"
     node_name: str = ""
     target_pod: KubeObject | None = None
     filtered_node_names: Sequence[str] = ()
@@ -53,6 +54,12 @@ class CallContext:
     cluster_events: list[ClusterEvent] = field(default_factory=list)
     #: A result the guest gave that the host could not accept; the call becomes Error.
     result_error: str = ""
+
+    @property
+    def log_fields(self) -> dict[str, str]:
+        """The context every log line of this call carries."""
+        uid = str(self.pod.get("metadata", {}).get("uid", "")) if self.pod is not None else ""
+        return {"extension_point": self.export, "pod": self.pod_name, "pod_uid": uid, "phase": self.phase}
 
     @property
     def pod_name(self) -> str:
@@ -104,13 +111,19 @@ class HostFunctions:
         ctx = self._ctx(function)
         if ctx.export in allowed:
             return False
-        self.log.warning("guest.result_ignored", function=function, extension_point=ctx.export,
-                         pod=ctx.pod_name, reason=f"only valid in {', '.join(allowed)}")
+        self.log.warning(
+            "guest.result_ignored",
+            function=function,
+            **ctx.log_fields,
+            reason=f"only valid in {', '.join(allowed)}",
+        )
         return True
 
     def _result_bytes(self, ptr: int, length: int, function: str) -> bytes:
         if (length & 0xFFFF_FFFF) > MAX_RESULT_BYTES:
-            raise GuestFault(f"{function}: {length} bytes is over the {MAX_RESULT_BYTES}-byte limit")
+            raise GuestFault(
+                f"{function}: {length} bytes is over the {MAX_RESULT_BYTES}-byte limit"
+            )
         return self._mem().read(ptr, length, function)
 
     def define(self, linker: wasmtime.Linker, imports: frozenset[tuple[str, str]]) -> None:
@@ -121,7 +134,8 @@ class HostFunctions:
             params, results = HOST_IMPORTS[(module, name)]
             func: Callable[..., Any] = getattr(self, _METHODS[name])
             linker.define_func(
-                module, name,
+                module,
+                name,
                 wasmtime.FuncType([kinds[p] for p in params], [kinds[r] for r in results]),
                 func,
             )
@@ -160,12 +174,18 @@ class HostFunctions:
 
     def filtered_node_list(self, buf: int, buf_limit: int) -> int:
         ctx = self._ctx("filteredNodeList")
-        return self._mem().give(_json(list(ctx.filtered_node_names)), buf, buf_limit, "filteredNodeList")
+        return self._mem().give(
+            _json(list(ctx.filtered_node_names)), buf, buf_limit, "filteredNodeList"
+        )
 
     def node_to_status_map(self, buf: int, buf_limit: int) -> int:
         ctx = self._ctx("nodeToStatusMap")
-        return self._mem().give(_json({k: int(v) for k, v in ctx.node_to_status.items()}),
-                                buf, buf_limit, "nodeToStatusMap")
+        return self._mem().give(
+            _json({k: int(v) for k, v in ctx.node_to_status.items()}),
+            buf,
+            buf_limit,
+            "nodeToStatusMap",
+        )
 
     def node_score_list(self, buf: int, buf_limit: int) -> int:
         ctx = self._ctx("nodeScoreList")
@@ -185,7 +205,9 @@ class HostFunctions:
 
     def status_reason(self, ptr: int, length: int) -> None:
         ctx = self._ctx("result.status_reason")
-        ctx.reason = self._mem().read_str(ptr, min(length & 0xFFFF_FFFF, MAX_RESULT_BYTES), "status_reason")
+        ctx.reason = self._mem().read_str(
+            ptr, min(length & 0xFFFF_FFFF, MAX_RESULT_BYTES), "status_reason"
+        )
 
     def node_names(self, ptr: int, length: int) -> None:
         data = self._result_bytes(ptr, length, "result.node_names")
@@ -200,7 +222,9 @@ class HostFunctions:
         data = self._result_bytes(ptr, length, "result.nominated_node_name")
         if self._reject_result("result.nominated_node_name", ("postfilter",)):
             return
-        self._ctx("result.nominated_node_name").nominated_node_name = data.decode("utf-8", "replace")
+        self._ctx("result.nominated_node_name").nominated_node_name = data.decode(
+            "utf-8", "replace"
+        )
 
     def normalized_score_list(self, ptr: int, length: int) -> None:
         data = self._result_bytes(ptr, length, "result.normalized_score_list")
@@ -225,10 +249,15 @@ class HostFunctions:
             return
         ctx = self._ctx("result.cluster_events")
         if len(data) % 8:
-            ctx.result_error = f"cluster events: {len(data)} bytes is not a whole number of 8-byte events"
+            ctx.result_error = (
+                f"cluster events: {len(data)} bytes is not a whole number of 8-byte events"
+            )
             return
         ctx.cluster_events = [
-            ClusterEvent(int.from_bytes(data[i:i + 4], "little"), int.from_bytes(data[i + 4:i + 8], "little"))
+            ClusterEvent(
+                int.from_bytes(data[i : i + 4], "little"),
+                int.from_bytes(data[i + 4 : i + 8], "little"),
+            )
             for i in range(0, len(data), 8)
         ]
 
@@ -242,18 +271,28 @@ class HostFunctions:
             if not isinstance(event, dict):
                 raise ValueError("expected a JSON object")
         except ValueError as exc:
-            self.log.warning("guest.event_malformed", extension_point=ctx.export, pod=ctx.pod_name,
-                             error=str(exc))
+            self.log.warning(
+                "guest.event_malformed",
+                **ctx.log_fields,
+                error=str(exc),
+            )
             return
-        self.log.info("guest.event", extension_point=ctx.export, pod=ctx.pod_name,
-                      reason=event.get("Reason"), note=event.get("Note"), eventtype=event.get("Eventtype"))
+        self.log.info(
+            "guest.event",
+            **ctx.log_fields,
+            reason=event.get("Reason"),
+            note=event.get("Note"),
+            eventtype=event.get("Eventtype"),
+        )
         ctx.handle.record_event(event)
 
     def reject_waiting_pod(self, uid_ptr: int, uid_len: int, out: int, out_limit: int) -> None:
         mem = self._mem()
         ctx = self._ctx("handle.reject_waiting_pod")
         uid = mem.read_str(uid_ptr, uid_len, "reject_waiting_pod uid")
-        rejected = ctx.handle.reject_waiting_pod(uid, self.plugin, f"rejected by wasm plugin {self.plugin}")
+        rejected = ctx.handle.reject_waiting_pod(
+            uid, self.plugin, f"rejected by wasm plugin {self.plugin}"
+        )
         if (out_limit & 0xFFFF_FFFF) >= 8:
             mem.write_u64(out, 1 if rejected else 0, "reject_waiting_pod out")
 
@@ -292,13 +331,29 @@ class HostFunctions:
             return  # below logSeverity: not emitted (the reference host compares the wrong way)
         level = _KLOG_LEVELS[min(max(severity, 0), 3)]
         ctx = self.context
-        context = {"extension_point": ctx.export, "pod": ctx.pod_name} if ctx else {"extension_point": "_start"}
-        getattr(self.log, level)("guest.log", message=message, severity=severity, **context, **fields)
+        context = ctx.log_fields if ctx else {"extension_point": "_start"}
+        getattr(self.log, level)(
+            "guest.log", message=message, severity=severity, **context, **fields
+        )
 
 
 #: Keys a guest's key/value pairs may not overwrite in a log line.
-_RESERVED = frozenset({"event", "message", "severity", "plugin", "instance", "pod", "extension_point",
-                       "level", "timestamp", "logger"})
+_RESERVED = frozenset(
+    {
+        "event",
+        "message",
+        "severity",
+        "plugin",
+        "instance",
+        "pod",
+        "pod_uid",
+        "phase",
+        "extension_point",
+        "level",
+        "timestamp",
+        "logger",
+    }
+)
 
 #: ABI name -> method of HostFunctions.
 _METHODS: dict[str, str] = {

@@ -44,6 +44,7 @@ log = structlog.get_logger("actors.supervisor")
 
 # --- messages ------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, slots=True)
 class BeginCycle:
     """PreFilter of pod `pod_uid`: a scheduling cycle starts."""
@@ -109,6 +110,7 @@ class Reap:
 
 
 # --- replies -------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class Assigned:
@@ -205,15 +207,27 @@ class SupervisorActor(pykka.ThreadingActor):
         previous = self._slot
         if previous is not None and previous[1] != _TOMBSTONE and previous[1] in self._actors:
             instance_id = previous[1]
-            self.log.info("assignment.reassigned", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid,
-                          previous_pod=self._slot_pod, previous_pod_uid=previous[0])
+            self.log.info(
+                "assignment.reassigned",
+                instance=instance_id,
+                pod=msg.pod,
+                pod_uid=msg.pod_uid,
+                previous_pod=self._slot_pod,
+                previous_pod_uid=previous[0],
+            )
         else:
-            instance_id = self._take_idle()
-            if instance_id is None:
+            taken = self._take_idle()
+            if taken is None:
                 self._slot = None
                 return self._pool_exhausted()
-            self.log.info("assignment.acquired", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid,
-                          phase="scheduling")
+            instance_id = taken
+            self.log.info(
+                "assignment.acquired",
+                instance=instance_id,
+                pod=msg.pod,
+                pod_uid=msg.pod_uid,
+                phase="scheduling",
+            )
         if msg.pod_uid in self._binding:
             # The same pod again while a binding cycle of it still holds an actor: that
             # cycle keeps its own actor; this one is separate.
@@ -230,11 +244,15 @@ class SupervisorActor(pykka.ThreadingActor):
         elif msg.begin_if_missing:
             return self._begin_cycle(BeginCycle(msg.pod_uid, msg.pod))
         else:
-            return Lost(f"wasm plugin {self.config.name}: no instance is assigned to pod {msg.pod or msg.pod_uid} "
-                        "(its cycle ended or never began)")
+            return Lost(
+                f"wasm plugin {self.config.name}: no instance is assigned to pod {msg.pod or msg.pod_uid} "
+                "(its cycle ended or never began)"
+            )
         if instance_id == _TOMBSTONE or instance_id not in self._actors:
-            return Lost(f"wasm plugin {self.config.name}: the instance serving pod {msg.pod or msg.pod_uid} "
-                        "was discarded in this cycle; its cycle state is gone")
+            return Lost(
+                f"wasm plugin {self.config.name}: the instance serving pod {msg.pod or msg.pod_uid} "
+                "was discarded in this cycle; its cycle state is gone"
+            )
         return Assigned(instance_id, self._actors[instance_id])
 
     def _to_binding(self, msg: ToBinding) -> bool:
@@ -244,7 +262,9 @@ class SupervisorActor(pykka.ThreadingActor):
         self._slot = None
         self._binding[msg.pod_uid] = instance_id
         if instance_id != _TOMBSTONE:
-            self.log.info("assignment.to_binding", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid)
+            self.log.info(
+                "assignment.to_binding", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid
+            )
         return True
 
     def _release(self, msg: Release) -> bool:
@@ -259,8 +279,14 @@ class SupervisorActor(pykka.ThreadingActor):
             return False
         if instance_id != _TOMBSTONE and instance_id in self._actors:
             self._idle[instance_id] = self.clock()
-            self.log.info("assignment.released", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid,
-                          phase=phase, why=msg.why)
+            self.log.info(
+                "assignment.released",
+                instance=instance_id,
+                pod=msg.pod,
+                pod_uid=msg.pod_uid,
+                phase=phase,
+                why=msg.why,
+            )
         return True
 
     def _instance_broken(self, msg: InstanceBroken) -> None:
@@ -297,8 +323,15 @@ class SupervisorActor(pykka.ThreadingActor):
     def _counts(self, _msg: GetCounts) -> PoolCounts:
         scheduling = 1 if self._slot is not None and self._slot[1] in self._actors else 0
         binding = sum(1 for i in self._binding.values() if i in self._actors)
-        return PoolCounts(len(self._idle), scheduling, binding, len(self._lent), self._started,
-                          self._discarded, self._reaped)
+        return PoolCounts(
+            len(self._idle),
+            scheduling,
+            binding,
+            len(self._lent),
+            self._started,
+            self._discarded,
+            self._reaped,
+        )
 
     def _placement(self, _msg: GetPlacement) -> dict[str, str]:
         where: dict[str, list[str]] = {i: [] for i in self._actors}
@@ -327,7 +360,9 @@ class SupervisorActor(pykka.ThreadingActor):
 
     def _start_actor(self) -> str:
         instance_id = f"{self.config.name}-{next(self._ids)}"
-        ref = GuestActor.start(self.guest, self.config, instance_id, self.node_cache, self.actor_ref)
+        ref = GuestActor.start(
+            self.guest, self.config, instance_id, self.node_cache, self.actor_ref
+        )
         self._actors[instance_id] = ref
         self._started += 1
         return instance_id
@@ -345,8 +380,10 @@ class SupervisorActor(pykka.ThreadingActor):
     def _pool_exhausted(self) -> Lost:
         limit = self.config.pool.max_instances
         self.log.warning("pool.exhausted", max_instances=limit)
-        return Lost(f"wasm plugin {self.config.name}: all {limit} instances are busy "
-                    "(pool.maxInstances reached); retry later")
+        return Lost(
+            f"wasm plugin {self.config.name}: all {limit} instances are busy "
+            "(pool.maxInstances reached); retry later"
+        )
 
     def _reap(self) -> int:
         now = self.clock()
@@ -362,7 +399,9 @@ class SupervisorActor(pykka.ThreadingActor):
             self._actors.pop(instance_id).stop(block=False)
             self._reaped += 1
             stopped += 1
-            self.log.info("instance.reaped", instance=instance_id, idle_seconds=round(now - since, 1))
+            self.log.info(
+                "instance.reaped", instance=instance_id, idle_seconds=round(now - since, 1)
+            )
         return stopped
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import wasmtime
 
-from actors.guest_memory import GuestMemory, GuestFault
+from actors.guest_memory import GuestFault, GuestMemory
 
 ERRNO_SUCCESS = 0
 ERRNO_BADF = 8
@@ -34,14 +34,17 @@ OUTPUT_LIMIT = 64 * 1024
 
 #: Every function of wasi_snapshot_preview1, so an unknown name is told from a typo.
 PREVIEW1_NAMES = frozenset(
-    """args_get args_sizes_get environ_get environ_sizes_get clock_res_get clock_time_get
-    fd_advise fd_allocate fd_close fd_datasync fd_fdstat_get fd_fdstat_set_flags
-    fd_fdstat_set_rights fd_filestat_get fd_filestat_set_size fd_filestat_set_times
-    fd_pread fd_prestat_get fd_prestat_dir_name fd_pwrite fd_read fd_readdir fd_renumber
-    fd_seek fd_sync fd_tell fd_write path_create_directory path_filestat_get
-    path_filestat_set_times path_link path_open path_readlink path_remove_directory
-    path_rename path_symlink path_unlink_file poll_oneoff proc_exit proc_raise sched_yield
-    random_get sock_accept sock_recv sock_send sock_shutdown""".split()
+    [
+        "args_get", "args_sizes_get", "environ_get", "environ_sizes_get", "clock_res_get",
+        "clock_time_get", "fd_advise", "fd_allocate", "fd_close", "fd_datasync", "fd_fdstat_get",
+        "fd_fdstat_set_flags", "fd_fdstat_set_rights", "fd_filestat_get", "fd_filestat_set_size",
+        "fd_filestat_set_times", "fd_pread", "fd_prestat_get", "fd_prestat_dir_name", "fd_pwrite",
+        "fd_read", "fd_readdir", "fd_renumber", "fd_seek", "fd_sync", "fd_tell", "fd_write",
+        "path_create_directory", "path_filestat_get", "path_filestat_set_times", "path_link",
+        "path_open", "path_readlink", "path_remove_directory", "path_rename", "path_symlink",
+        "path_unlink_file", "poll_oneoff", "proc_exit", "proc_raise", "sched_yield", "random_get",
+        "sock_accept", "sock_recv", "sock_send", "sock_shutdown"
+    ]
 )
 
 
@@ -168,8 +171,11 @@ class Wasi:
         if fd not in (1, 2):
             return ERRNO_BADF
         # filetype CHARACTER_DEVICE (2), no flags, rights for fd_write (bit 6) only.
-        self._mem().write(out_ptr, bytes([2, 0, 0, 0, 0, 0, 0, 0]) + (1 << 6).to_bytes(8, "little")
-                          + bytes(8), "fd_fdstat_get")
+        self._mem().write(
+            out_ptr,
+            bytes([2, 0, 0, 0, 0, 0, 0, 0]) + (1 << 6).to_bytes(8, "little") + bytes(8),
+            "fd_fdstat_get",
+        )
         return ERRNO_SUCCESS
 
     def fd_prestat_get(self, fd: int, out_ptr: int) -> int:
@@ -199,7 +205,9 @@ class Wasi:
         "proc_exit": ("i", ""),
     }
 
-    def define(self, linker: wasmtime.Linker, imports: Sequence[tuple[str, wasmtime.FuncType]]) -> None:
+    def define(
+        self, linker: wasmtime.Linker, imports: Sequence[tuple[str, wasmtime.FuncType]]
+    ) -> None:
         """Define each preview1 function the module imports (names already validated)."""
         for name, import_type in imports:
             signature = self._SIGNATURES.get(name)
@@ -208,7 +216,9 @@ class Wasi:
                 linker.define_func("wasi_snapshot_preview1", name, _ty(*signature), func)
             else:
                 linker.define_func(
-                    "wasi_snapshot_preview1", name, import_type,
+                    "wasi_snapshot_preview1",
+                    name,
+                    import_type,
                     _unsupported(len(import_type.results)),
                 )
 

@@ -89,6 +89,11 @@ def pod_key(pod: KubeObject) -> tuple[str, str]:
     return str(meta.get("uid") or name), name
 
 
+def _ask(actor: pykka.ActorRef[Any], message: Any) -> Any:
+    """A blocking ask: the facade runs on the scheduler's threads, which wait for answers."""
+    return actor.ask(message, block=True)
+
+
 def _names(nodes: Sequence[Named | str]) -> list[str]:
     return [n if isinstance(n, str) else n.name for n in nodes]
 
@@ -116,10 +121,10 @@ class WasmPlugin:
         return cls(compiler.load(config), config, handle)
 
     def _first_instance(self) -> InstanceInfo:
-        lent = self.supervisor.ask(Borrow())
+        lent = _ask(self.supervisor, Borrow())
         assert isinstance(lent, Assigned), lent
         try:
-            info: InstanceInfo = lent.actor.ask(Describe())
+            info: InstanceInfo = _ask(lent.actor, Describe())
         finally:
             self.supervisor.tell(GiveBack(lent.instance_id))
         return info
@@ -144,21 +149,21 @@ class WasmPlugin:
         return frozenset(p for p in (*POINT_EXPORTS, "unreserve") if self.implements(p))
 
     def counts(self) -> PoolCounts:
-        counts: PoolCounts = self.supervisor.ask(GetCounts())
+        counts: PoolCounts = _ask(self.supervisor, GetCounts())
         return counts
 
     def placement(self) -> dict[str, str]:
-        placement: dict[str, str] = self.supervisor.ask(GetPlacement())
+        placement: dict[str, str] = _ask(self.supervisor, GetPlacement())
         return placement
 
     def reap(self) -> int:
-        reaped: int = self.supervisor.ask(Reap())
+        reaped: int = _ask(self.supervisor, Reap())
         return reaped
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the supervisor and every guest actor of this plugin, and wait for them."""
         try:
-            guests: list[pykka.ActorRef[Any]] = self.supervisor.ask(GetActors())
+            guests: list[pykka.ActorRef[Any]] = _ask(self.supervisor, GetActors())
             self.supervisor.stop()
         except pykka.ActorDeadError:
             return
@@ -176,11 +181,11 @@ class WasmPlugin:
     def _run(self, route: Any, point: str, args: tuple[Any, ...], pod: KubeObject, phase: str) -> Any:
         """Ask the supervisor for the pod's actor, run `point` there; a Status if none can."""
         uid, name = pod_key(pod)
-        answer = self.supervisor.ask(route(uid, name))
+        answer = _ask(self.supervisor, route(uid, name))
         if isinstance(answer, Lost):
             return self._error(answer.reason)
         try:
-            return answer.actor.ask(Invoke(point, args, name, uid, phase))
+            return _ask(answer.actor, Invoke(point, args, name, uid, phase))
         except pykka.ActorDeadError:
             return self._error(f"wasm plugin {self.name}: instance {answer.instance_id} serving pod {name} "
                                "was discarded; its cycle state is gone")
@@ -276,11 +281,11 @@ class WasmPlugin:
         if "enqueue" not in self.guest.exports:
             self._events = DEFAULT_CLUSTER_EVENTS
             return self._events
-        lent = self.supervisor.ask(Borrow())
+        lent = _ask(self.supervisor, Borrow())
         if isinstance(lent, Lost):
             return DEFAULT_CLUSTER_EVENTS
         try:
-            events, status = lent.actor.ask(Invoke("enqueue", (self.handle,), phase="enqueue"))
+            events, status = _ask(lent.actor, Invoke("enqueue", (self.handle,), phase="enqueue"))
         finally:
             self.supervisor.tell(GiveBack(lent.instance_id))
         if not status.ok:

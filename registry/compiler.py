@@ -38,6 +38,7 @@ class CompiledGuest:
     sha256: str
     engine: wasmtime.Engine
     module: wasmtime.Module
+    compiler: GuestCompiler
     shape: GuestShape
     #: "compiled", "memory" (this process already had it) or "disk" (artifact cache).
     origin: str
@@ -48,10 +49,42 @@ class CompiledGuest:
         return self.shape.exports
 
 
+#: Milliseconds between two epoch ticks: the resolution of call deadlines.
+EPOCH_TICK_MS = 5
+
+
 def new_engine() -> wasmtime.Engine:
+    """An engine whose stores can be interrupted at a deadline (epoch interruption)."""
     config = wasmtime.Config()
     config.cranelift_opt_level = "speed"
+    config.epoch_interruption = True
     return wasmtime.Engine(config)
+
+
+def deadline_ticks(timeout_ms: int) -> int:
+    """Epoch ticks to allow for a call of at most `timeout_ms` (at least the timeout)."""
+    return -(-timeout_ms // EPOCH_TICK_MS) + 1
+
+
+class EpochTicker:
+    """Advances an engine's epoch every EPOCH_TICK_MS, so guest calls meet their deadlines.
+
+    A daemon thread: it never keeps the process alive, and `stop()` ends it.
+    """
+
+    def __init__(self, engine: wasmtime.Engine) -> None:
+        self._engine = engine
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="wasm-epoch-ticker", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(EPOCH_TICK_MS / 1000):
+            self._engine.increment_epoch()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1)
 
 
 class GuestCompiler:
@@ -62,6 +95,21 @@ class GuestCompiler:
         self.cache_dir = cache_dir
         self._modules: dict[str, wasmtime.Module] = {}
         self._lock = threading.Lock()  # guards the cache dict, not any instance
+        self._ticker: EpochTicker | None = None
+
+    def ensure_ticking(self) -> None:
+        """Start the epoch ticker (once); instances call this before running guest code."""
+        if self._ticker is None:
+            with self._lock:
+                if self._ticker is None:
+                    self._ticker = EpochTicker(self.engine)
+
+    def close(self) -> None:
+        """Stop the epoch ticker. Compiled modules stay usable; deadlines stop advancing."""
+        with self._lock:
+            ticker, self._ticker = self._ticker, None
+        if ticker is not None:
+            ticker.stop()
 
     def load(self, config: PluginConfig) -> CompiledGuest:
         """Fetch, verify, compile (or reuse) and validate the guest of `config`."""
@@ -85,7 +133,8 @@ class GuestCompiler:
         elapsed = (time.perf_counter() - started) * 1000
         log.info("guest.loaded", plugin=name, url=url, sha256=digest[:12], origin=origin,
                  exports=sorted(shape.exports), duration_ms=round(elapsed, 2))
-        return CompiledGuest(name, url, digest, self.engine, module, shape, origin, elapsed)
+        self.ensure_ticking()
+        return CompiledGuest(name, url, digest, self.engine, module, self, shape, origin, elapsed)
 
     def _compile(self, guest: str, digest: str, data: bytes) -> tuple[wasmtime.Module, str]:
         artifact = self._artifact_path(digest)

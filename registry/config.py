@@ -34,6 +34,20 @@ class PoolConfig:
 
 
 @dataclass(frozen=True)
+class LimitsConfig:
+    """What one instance may use: time per call and memory."""
+
+    #: Wall-clock deadline of one export call (one node of a Filter, say), in ms.
+    call_timeout_ms: int = 1000
+    #: Deadline of `_start` (the guest's main), in ms.
+    start_timeout_ms: int = 10_000
+    #: Upper bound of an instance's linear memory, in MiB.
+    memory_limit_mib: int = 256
+    #: Upper bound of the elements of each table of an instance.
+    table_elements_limit: int = 100_000
+
+
+@dataclass(frozen=True)
 class PluginConfig:
     """One configured wasm plugin."""
 
@@ -46,6 +60,7 @@ class PluginConfig:
     args: tuple[str, ...] = ()
     guest_sha256: str = ""
     pool: PoolConfig = field(default_factory=PoolConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
     #: Directory the configuration came from; a relative guestURL path is read from it.
     base_dir: str = ""
 
@@ -81,7 +96,21 @@ class PluginConfig:
             idle_seconds=_non_negative(pool_args, "idleSeconds", PoolConfig.idle_seconds, fail, float),
             max_instances=_non_negative(pool_args, "maxInstances", PoolConfig.max_instances, fail, int),
         )
-        known = {"guestURL", "guestConfig", "logSeverity", "args", "guestSHA256", "pool"}
+        limit_args = args.get("limits", {})
+        if not isinstance(limit_args, Mapping):
+            raise fail("args.limits must be a mapping")
+        limits = LimitsConfig(
+            call_timeout_ms=_positive(limit_args, "callTimeoutMs", LimitsConfig.call_timeout_ms, fail),
+            start_timeout_ms=_positive(limit_args, "startTimeoutMs", LimitsConfig.start_timeout_ms, fail),
+            memory_limit_mib=_positive(limit_args, "memoryLimitMiB", LimitsConfig.memory_limit_mib, fail),
+            table_elements_limit=_positive(limit_args, "tableElementsLimit",
+                                           LimitsConfig.table_elements_limit, fail),
+        )
+        unknown_limits = sorted(set(limit_args) - {"callTimeoutMs", "startTimeoutMs", "memoryLimitMiB",
+                                                   "tableElementsLimit"})
+        if unknown_limits:
+            raise fail(f"unknown args.limits field(s) {', '.join(unknown_limits)}")
+        known = {"guestURL", "guestConfig", "logSeverity", "args", "guestSHA256", "pool", "limits"}
         unknown = sorted(set(args) - known)
         if unknown:
             raise fail(f"unknown args field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
@@ -93,6 +122,7 @@ class PluginConfig:
             args=tuple(argv),
             guest_sha256=sha.lower(),
             pool=pool,
+            limits=limits,
             base_dir=base_dir,
         )
 
@@ -104,3 +134,10 @@ def _non_negative(args: Mapping[str, Any], key: str, default: Any, fail: Any, ki
     if kind is int and value != int(value):
         raise fail(f"args.pool.{key} must be a whole number, got {value!r}")
     return kind(value)
+
+
+def _positive(args: Mapping[str, Any], key: str, default: int, fail: Any) -> int:
+    value = args.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise fail(f"args.limits.{key} must be a positive whole number, got {value!r}")
+    return value
