@@ -175,6 +175,12 @@ class WasmPlugin:
 
     # --- plumbing ----------------------------------------------------------------------
 
+    def _handle(self, state: Any) -> FrameworkHandle:
+        """The handle of this call: one the cycle state carries (the extender's, per request),
+        else the plugin's own."""
+        handle = getattr(state, "handle", None)
+        return handle if handle is not None else self.handle
+
     def _error(self, reason: str) -> Status:
         return Status(Code.ERROR, reason, self.name)
 
@@ -193,12 +199,12 @@ class WasmPlugin:
     # --- scheduling cycle --------------------------------------------------------------
 
     def pre_filter(self, state: Any, pod: KubeObject) -> PreFilterResult:
-        result = self._run(BeginCycle, "prefilter", (pod, self.handle), pod, "scheduling")
+        result = self._run(BeginCycle, "prefilter", (pod, self._handle(state)), pod, "scheduling")
         return PreFilterResult(result) if isinstance(result, Status) else result
 
     def filter_nodes(self, state: Any, pod: KubeObject, nodes: Sequence[Named | str]) -> dict[str, Status]:
         names = _names(nodes)
-        result = self._run(Route, "filter", (pod, names, self.handle), pod, "scheduling")
+        result = self._run(Route, "filter", (pod, names, self._handle(state)), pod, "scheduling")
         if isinstance(result, Status):
             return dict.fromkeys(names, result)
         assert isinstance(result, FilterResult)
@@ -206,38 +212,38 @@ class WasmPlugin:
 
     def add_pod(self, state: Any, pod: KubeObject, pod_to_add: KubeObject, node: Named | str) -> Status:
         node_name = node if isinstance(node, str) else node.name
-        result: Status = self._run(Route, "addpod", (pod, pod_to_add, node_name, self.handle), pod, "scheduling")
+        result: Status = self._run(Route, "addpod", (pod, pod_to_add, node_name, self._handle(state)), pod, "scheduling")
         return result
 
     def remove_pod(self, state: Any, pod: KubeObject, pod_to_remove: KubeObject, node: Named | str) -> Status:
         node_name = node if isinstance(node, str) else node.name
-        result: Status = self._run(Route, "removepod", (pod, pod_to_remove, node_name, self.handle), pod,
+        result: Status = self._run(Route, "removepod", (pod, pod_to_remove, node_name, self._handle(state)), pod,
                                    "scheduling")
         return result
 
     def post_filter(self, state: Any, pod: KubeObject, statuses: Mapping[str, Status]) -> PostFilterResult:
         codes = {name: int(status.code) for name, status in statuses.items()}
-        result = self._run(Route, "postfilter", (pod, codes, self.handle), pod, "scheduling")
+        result = self._run(Route, "postfilter", (pod, codes, self._handle(state)), pod, "scheduling")
         return PostFilterResult(result) if isinstance(result, Status) else result
 
     def pre_score(self, state: Any, pod: KubeObject, nodes: Sequence[Named | str]) -> Status:
-        result: Status = self._run(Route, "prescore", (pod, _names(nodes), self.handle), pod, "scheduling")
+        result: Status = self._run(Route, "prescore", (pod, _names(nodes), self._handle(state)), pod, "scheduling")
         return result
 
     def score_nodes(self, state: Any, pod: KubeObject, nodes: Sequence[Named | str]) -> ScoreResult:
-        result = self._run(Route, "score", (pod, _names(nodes), self.handle), pod, "scheduling")
+        result = self._run(Route, "score", (pod, _names(nodes), self._handle(state)), pod, "scheduling")
         return ScoreResult(result) if isinstance(result, Status) else result
 
     def normalize_score(self, state: Any, pod: KubeObject, scores: Sequence[NodeScore]) -> NormalizeScoreResult:
-        result = self._run(Route, "normalizescore", (pod, tuple(scores), self.handle), pod, "scheduling")
+        result = self._run(Route, "normalizescore", (pod, tuple(scores), self._handle(state)), pod, "scheduling")
         return NormalizeScoreResult(result) if isinstance(result, Status) else result
 
     def reserve(self, state: Any, pod: KubeObject, node_name: str) -> Status:
-        result: Status = self._run(Route, "reserve", (pod, node_name, self.handle), pod, "scheduling")
+        result: Status = self._run(Route, "reserve", (pod, node_name, self._handle(state)), pod, "scheduling")
         return result
 
     def permit(self, state: Any, pod: KubeObject, node_name: str) -> PermitResult:
-        result = self._run(Route, "permit", (pod, node_name, self.handle), pod, "scheduling")
+        result = self._run(Route, "permit", (pod, node_name, self._handle(state)), pod, "scheduling")
         uid, name = pod_key(pod)
         self.supervisor.tell(ToBinding(uid, name))
         return PermitResult(result) if isinstance(result, Status) else result
@@ -246,27 +252,33 @@ class WasmPlugin:
 
     def unreserve(self, state: Any, pod: KubeObject, node_name: str) -> None:
         """Runs on the pod's own actor, wherever it is, then returns that actor to the pool."""
-        status = self._run(Route, "unreserve", (pod, node_name, self.handle), pod, "binding")
+        status = self._run(Route, "unreserve", (pod, node_name, self._handle(state)), pod, "binding")
         uid, name = pod_key(pod)
         self.supervisor.tell(Release(uid, name, "unreserve"))
         if not status.ok:
             self.log.warning("cycle.unreserve_failed", pod=name, pod_uid=uid, reason=status.reason)
 
     def pre_bind(self, state: Any, pod: KubeObject, node_name: str) -> Status:
-        result: Status = self._run(Route, "prebind", (pod, node_name, self.handle), pod, "binding")
+        result: Status = self._run(Route, "prebind", (pod, node_name, self._handle(state)), pod, "binding")
         return result
 
     def bind(self, state: Any, pod: KubeObject, node_name: str) -> Status:
-        result: Status = self._run(Route, "bind", (pod, node_name, self.handle), pod, "binding")
+        result: Status = self._run(Route, "bind", (pod, node_name, self._handle(state)), pod, "binding")
         return result
 
     def post_bind(self, state: Any, pod: KubeObject, node_name: str) -> None:
         """The last call of a successful binding cycle: the pod's actor returns to the pool."""
-        status = self._run(Route, "postbind", (pod, node_name, self.handle), pod, "binding")
+        status = self._run(Route, "postbind", (pod, node_name, self._handle(state)), pod, "binding")
         uid, name = pod_key(pod)
         self.supervisor.tell(Release(uid, name, "postbind"))
         if not status.ok:
             self.log.warning("cycle.postbind_failed", pod=name, pod_uid=uid, reason=status.reason)
+
+    def hold_for_binding(self, pod: KubeObject) -> None:
+        """Move the pod's instance to the binding map without a guest call (the extender's
+        stand-in for Permit, which it runs later inside bind)."""
+        uid, name = pod_key(pod)
+        self.supervisor.tell(ToBinding(uid, name))
 
     def release(self, pod: KubeObject, why: str) -> None:
         """End the pod's cycle without a guest call (the framework gave up on the pod)."""

@@ -1,0 +1,377 @@
+"""The extender verbs mapped onto wasm plugins, and when a pod's instance is held.
+
+This module owns what `filter`, `prioritize`, `bind` and `preempt` do with the
+configured wasm plugins (see `protocol` for the wire shapes and `server` for HTTP):
+
+- filter: PreFilter then Filter over the candidate nodes (one actor message each);
+- prioritize: PreScore, Score, NormalizeScore on the same pinned instance; weighted
+  sum over the plugins, scaled to the API's 0..10;
+- bind: Reserve, Permit, PreBind, Bind (the first plugin not answering Skip), PostBind;
+  Unreserve on any failure. When no wasm plugin binds, the Binding is created through
+  the Kubernetes API;
+- preempt: for each candidate node, RemovePod of its victims, Filter, then AddPod
+  back, all on the preemptor's instance; nodes that still fail are dropped.
+
+When an instance moves to binding: the protocol has no Permit signal between
+prioritize and bind, and kube-scheduler starts the next pod's filter before the
+previous pod's bind. So, when binding is expected (`expect_bind`), a pod's instance
+leaves the scheduling slot for the binding map at the end of prioritize, where the
+scheduling cycle's own work ends; bind then finds it there. A pod whose bind never
+comes (another extender or plugin failed it, the scheduler restarted) is reclaimed
+after `bind_timeout_s` by a sweeper; a pod filtered again is released first. Without
+`expect_bind`, the instance stays in the slot and the next pod's filter reassigns it,
+as in-process. Either way no assignment outlives its pod's cycle for long.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from actors.abi import Code, NodeScore, Status
+from actors.handle import KubeObject
+from adapters.extender import protocol
+from adapters.extender.binder import Binder, NoBinder
+from adapters.framework.resources import Resources
+from adapters.framework.snapshot import NodeInfo, SnapshotView
+from adapters.wasm_plugin import WasmPlugin, pod_key
+
+log = structlog.get_logger("adapters.extender")
+
+#: Highest score a framework plugin gives (framework.MaxNodeScore).
+MAX_NODE_SCORE = 100
+
+
+@dataclass(frozen=True)
+class WeightedPlugin:
+    plugin: WasmPlugin
+    weight: int = 1
+
+
+class RequestHandle:
+    """The FrameworkHandle of one request: the nodes it carries (or the cached ones)."""
+
+    def __init__(self, nodes: Sequence[KubeObject], pods_by_uid: Mapping[str, KubeObject]) -> None:
+        self.view = SnapshotView([NodeInfo(n, Resources()) for n in nodes], 0)
+        self._pods = pods_by_uid
+        self.events: list[Mapping[str, Any]] = []
+
+    def get_node(self, name: str) -> KubeObject | None:
+        info = self.view.get(name)
+        return info.node if info else None
+
+    def list_nodes(self) -> Sequence[KubeObject]:
+        return self.view.node_dicts
+
+    def image_states(self, node_name: str) -> Mapping[str, Mapping[str, int]]:
+        return self.view.image_states(node_name)
+
+    def record_event(self, event: Mapping[str, Any]) -> None:
+        self.events.append(event)
+
+    def get_waiting_pod(self, uid: str) -> KubeObject | None:
+        return None  # the extender protocol has no waiting pods
+
+    def reject_waiting_pod(self, uid: str, plugin: str, reason: str) -> bool:
+        return False
+
+
+@dataclass
+class RequestState:
+    """The cycle state the facade reads its handle from."""
+
+    handle: RequestHandle
+
+
+@dataclass
+class NodeCache:
+    """Node objects for node-cache-capable mode: loaded from a snapshot file, refreshable."""
+
+    load: Callable[[], tuple[Sequence[KubeObject], Sequence[KubeObject]]] = lambda: ((), ())
+    nodes: dict[str, KubeObject] = field(default_factory=dict)
+    pods: dict[str, KubeObject] = field(default_factory=dict)
+
+    def refresh(self) -> None:
+        nodes, pods = self.load()
+        self.nodes = {n["metadata"]["name"]: n for n in nodes}
+        self.pods = {str(p.get("metadata", {}).get("uid", "")): p for p in pods}
+
+
+@dataclass
+class _AwaitingBind:
+    pod: KubeObject
+    nodes: list[KubeObject]
+    deadline: float
+
+
+class ExtenderService:
+    """filter / prioritize / bind / preempt over a set of wasm plugins."""
+
+    def __init__(
+        self,
+        plugins: Sequence[WeightedPlugin],
+        node_cache: NodeCache | None = None,
+        binder: Binder | None = None,
+        expect_bind: bool = True,
+        bind_timeout_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.plugins = list(plugins)
+        self.node_cache = node_cache or NodeCache()
+        self.binder: Binder = binder or NoBinder()
+        self.expect_bind = expect_bind
+        self.bind_timeout_s = bind_timeout_s
+        self.clock = clock
+        # Adapter bookkeeping shared by the HTTP threads (no guest instance behind it).
+        self._lock = threading.Lock()
+        self._awaiting: dict[str, _AwaitingBind] = {}
+        self._scheduling: str = ""  # uid of the pod whose scheduling cycle runs now
+        self._stop = threading.Event()
+        self._sweeper = threading.Thread(target=self._sweep, name="extender-bind-sweeper", daemon=True)
+        self._sweeper.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._sweeper.join(timeout=5)
+
+    # --- helpers -----------------------------------------------------------------------
+
+    def _nodes_for(self, args: protocol.ExtenderArgs) -> list[KubeObject]:
+        if args.nodes is not None:
+            return args.nodes
+        known = self.node_cache.nodes
+        missing = [n for n in args.node_names if n not in known]
+        if missing:
+            self.node_cache.refresh()
+            known = self.node_cache.nodes
+        return [known[n] for n in args.node_names if n in known]
+
+    def _state(self, nodes: Sequence[KubeObject]) -> RequestState:
+        return RequestState(RequestHandle(nodes, self.node_cache.pods))
+
+    def _begin(self, pod: KubeObject, state: RequestState) -> tuple[list[Status], frozenset[str] | None]:
+        """PreFilter on every plugin (a new scheduling cycle): the failures, and the
+        intersection of the node subsets the plugins asked for (None: all nodes)."""
+        uid, _name = pod_key(pod)
+        with self._lock:
+            abandoned = self._awaiting.pop(uid, None)
+            self._scheduling = uid
+        if abandoned is not None:
+            self._release(abandoned.pod, "filtered again before bind")
+        failures: list[Status] = []
+        subset: frozenset[str] | None = None
+        for wp in self.plugins:
+            result = wp.plugin.pre_filter(state, pod)
+            if not result.status.ok and result.status.code != Code.SKIP:
+                failures.append(result.status)
+            elif result.node_names is not None:
+                subset = result.node_names if subset is None else subset & result.node_names
+        return failures, subset
+
+    def _release(self, pod: KubeObject, why: str) -> None:
+        for wp in self.plugins:
+            wp.plugin.release(pod, why)
+
+    # --- verbs -------------------------------------------------------------------------
+
+    def filter(self, args: protocol.ExtenderArgs) -> dict[str, Any]:
+        nodes = self._nodes_for(args)
+        names = [n["metadata"]["name"] for n in nodes]
+        unknown = [n for n in args.node_names if n not in set(names)]
+        state = self._state(nodes)
+        failed: dict[str, str] = {n: "node unknown to the extender's node cache" for n in unknown}
+        unresolvable: dict[str, str] = {}
+        failures, subset = self._begin(args.pod, state)
+        for status in failures:
+            if status.code == Code.ERROR:
+                return protocol.filter_result([], args.nodes, {}, {}, status.reason)
+            target = unresolvable if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
+            for n in names:
+                target.setdefault(n, status.reason or f"rejected by {status.plugin} at PreFilter")
+        if subset is not None:
+            for n in names:
+                if n not in subset and n not in failed:
+                    unresolvable.setdefault(n, "node not in the PreFilter result")
+        candidates = [n for n in names if n not in failed and n not in unresolvable]
+        for wp in self.plugins:
+            if not candidates or not wp.plugin.implements("filter"):
+                continue
+            statuses = wp.plugin.filter_nodes(state, args.pod, candidates)
+            for n, status in statuses.items():
+                if status.ok:
+                    continue
+                if status.code == Code.ERROR:
+                    return protocol.filter_result([], args.nodes, {}, {}, status.reason)
+                target = unresolvable if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
+                target[n] = status.reason or f"rejected by {status.plugin}"
+            candidates = [n for n in candidates if statuses.get(n, Status()).ok]
+        return protocol.filter_result(candidates, args.nodes, failed, unresolvable)
+
+    def prioritize(self, args: protocol.ExtenderArgs) -> list[dict[str, Any]]:
+        nodes = self._nodes_for(args)
+        names = [n["metadata"]["name"] for n in nodes]
+        state = self._state(nodes)
+        uid, _name = pod_key(args.pod)
+        with self._lock:
+            in_cycle = self._scheduling == uid
+        if not in_cycle:
+            self._begin(args.pod, state)  # no filter verb configured: the cycle starts here
+        totals = dict.fromkeys(names, 0)
+        weights = 0
+        for wp in self.plugins:
+            if not wp.plugin.implements("score"):
+                continue
+            status = wp.plugin.pre_score(state, args.pod, names)
+            if not status.ok and status.code != Code.SKIP:
+                raise ExtenderCallError(status.reason or f"PreScore of {wp.plugin.name} failed")
+            if status.code == Code.SKIP:
+                continue
+            scored = wp.plugin.score_nodes(state, args.pod, names)
+            if not scored.status.ok:
+                raise ExtenderCallError(scored.status.reason or f"Score of {wp.plugin.name} failed")
+            normalized = wp.plugin.normalize_score(state, args.pod, scored.scores)
+            if not normalized.status.ok:
+                raise ExtenderCallError(normalized.status.reason or f"NormalizeScore of {wp.plugin.name} failed")
+            weights += wp.weight
+            for score in normalized.scores:
+                totals[score.name] = totals.get(score.name, 0) + wp.weight * _clamp(score.score)
+        if self.expect_bind:
+            self._hold_for_bind(args.pod, nodes)
+        scale = MAX_NODE_SCORE * max(weights, 1)
+        return protocol.host_priority_list(
+            {n: (total * protocol.MAX_EXTENDER_PRIORITY + scale // 2) // scale for n, total in totals.items()}
+        )
+
+    def _hold_for_bind(self, pod: KubeObject, nodes: list[KubeObject]) -> None:
+        uid, _name = pod_key(pod)
+        for wp in self.plugins:
+            wp.plugin.hold_for_binding(pod)
+        with self._lock:
+            self._awaiting[uid] = _AwaitingBind(pod, nodes, self.clock() + self.bind_timeout_s)
+            if self._scheduling == uid:
+                self._scheduling = ""
+
+    def bind(self, args: protocol.BindingArgs) -> dict[str, Any]:
+        with self._lock:
+            waiting = self._awaiting.pop(args.pod_uid, None)
+            if self._scheduling == args.pod_uid:
+                self._scheduling = ""
+        if waiting is None:
+            # A pod this extender did not see through prioritize: no instance holds its state.
+            error = self.binder.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
+            return {"Error": error}
+        pod, node = waiting.pod, args.node
+        state = self._state(waiting.nodes)
+        done: list[WeightedPlugin] = []
+
+        def fail(reason: str) -> dict[str, Any]:
+            for wp in reversed(done):
+                wp.plugin.unreserve(state, pod, node)
+            log.info("cycle.finished", phase="binding", pod=f"{args.pod_namespace}/{args.pod_name}",
+                     pod_uid=args.pod_uid, outcome="error", reason=reason)
+            return {"Error": reason}
+
+        for wp in self.plugins:
+            done.append(wp)
+            status = wp.plugin.reserve(state, pod, node)
+            if not status.ok:
+                return fail(status.reason or f"Reserve of {wp.plugin.name} failed")
+        for wp in self.plugins:
+            permit = wp.plugin.permit(state, pod, node)
+            if permit.status.code == Code.WAIT:
+                return fail(f"Permit of {wp.plugin.name} asked to wait; the extender API cannot wait for an allow")
+            if not permit.status.ok:
+                return fail(permit.status.reason or f"Permit of {wp.plugin.name} rejected the pod")
+        for wp in self.plugins:
+            status = wp.plugin.pre_bind(state, pod, node)
+            if not status.ok:
+                return fail(status.reason or f"PreBind of {wp.plugin.name} failed")
+        bound_by = ""
+        for wp in self.plugins:
+            if not wp.plugin.implements("bind"):
+                continue
+            status = wp.plugin.bind(state, pod, node)
+            if status.code == Code.SKIP:
+                continue
+            if not status.ok:
+                return fail(status.reason or f"Bind of {wp.plugin.name} failed")
+            bound_by = wp.plugin.name
+            break
+        if not bound_by:
+            error = self.binder.bind(args.pod_namespace, args.pod_name, args.pod_uid, node)
+            if error:
+                return fail(error)
+            bound_by = "kubernetes-api"
+        for wp in self.plugins:
+            wp.plugin.post_bind(state, pod, node)
+        log.info("cycle.finished", phase="binding", pod=f"{args.pod_namespace}/{args.pod_name}",
+                 pod_uid=args.pod_uid, outcome="bound", node=node, bound_by=bound_by)
+        return {"Error": ""}
+
+    def preempt(self, args: protocol.PreemptionArgs) -> dict[str, Any]:
+        node_objects = [self.node_cache.nodes[n] for n in args.victims if n in self.node_cache.nodes]
+        state = self._state(node_objects)
+        uid, _name = pod_key(args.pod)
+        with self._lock:
+            in_cycle = self._scheduling == uid
+        if not in_cycle:
+            self._begin(args.pod, state)
+        kept: dict[str, list[Mapping[str, Any]]] = {}
+        for node, victims in args.victims.items():
+            victims = [self.node_cache.pods.get(str(v["metadata"]["uid"]), v) if args.meta_only else v
+                       for v in victims]
+            if self._still_feasible(state, args.pod, node, victims):
+                kept[node] = victims
+        return protocol.preemption_result(kept, args.pdb_violations)
+
+    def _still_feasible(self, state: RequestState, pod: KubeObject, node: str, victims: list[KubeObject]) -> bool:
+        feasible = True
+        for wp in self.plugins:
+            if not wp.plugin.implements("pre_filter_extensions"):
+                continue
+            removed = []
+            for victim in victims:
+                if wp.plugin.remove_pod(state, pod, victim, node).ok:
+                    removed.append(victim)
+            if wp.plugin.implements("filter"):
+                feasible = feasible and wp.plugin.filter_nodes(state, pod, [node])[node].ok
+            for victim in removed:
+                wp.plugin.add_pod(state, pod, victim, node)
+        return feasible
+
+    # --- reclaiming ------------------------------------------------------------------------
+
+    def _sweep(self) -> None:
+        while not self._stop.wait(min(1.0, max(self.bind_timeout_s / 4, 0.01))):
+            self.reclaim_expired()
+
+    def reclaim_expired(self) -> int:
+        now = self.clock()
+        with self._lock:
+            expired = [(uid, a) for uid, a in self._awaiting.items() if a.deadline <= now]
+            for uid, _a in expired:
+                del self._awaiting[uid]
+        for uid, awaiting in expired:
+            log.warning("assignment.bind_timeout", pod_uid=uid, timeout_s=self.bind_timeout_s)
+            self._release(awaiting.pod, "no bind within the bind timeout")
+        return len(expired)
+
+    def awaiting_bind(self) -> int:
+        with self._lock:
+            return len(self._awaiting)
+
+
+class ExtenderCallError(Exception):
+    """A guest failed a verb: answered as the verb's error (HTTP 500 for prioritize)."""
+
+
+def _clamp(score: int) -> int:
+    return max(0, min(MAX_NODE_SCORE, score))
+
+
+__all__ = ["ExtenderService", "WeightedPlugin", "NodeCache", "RequestHandle", "ExtenderCallError", "NodeScore"]
