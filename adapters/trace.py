@@ -106,11 +106,11 @@ def read_trace(lines: Iterable[str]) -> Trace:
             pod = pod_trace(record)
             if pod is None:
                 continue
-            cycle = PluginCycle(plugin, instance, stamp)
-            cycle.events.append(f"{stamp} {event.split('.', 1)[1]} {instance}")
-            pod.cycles.append(cycle)
-            serving[(plugin, instance)] = cycle
-            cycle_of[(plugin, pod.pod_uid)] = cycle
+            started = PluginCycle(plugin, instance, stamp)
+            started.events.append(f"{stamp} {event.split('.', 1)[1]} {instance}")
+            pod.cycles.append(started)
+            serving[(plugin, instance)] = started
+            cycle_of[(plugin, pod.pod_uid)] = started
         elif event in ("assignment.to_binding", "assignment.released"):
             pod = pod_trace(record)
             cycle = cycle_of.get((plugin, pod.pod_uid)) if pod else None

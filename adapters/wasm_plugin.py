@@ -212,7 +212,8 @@ class WasmPlugin:
 
     def add_pod(self, state: Any, pod: KubeObject, pod_to_add: KubeObject, node: Named | str) -> Status:
         node_name = node if isinstance(node, str) else node.name
-        result: Status = self._run(Route, "addpod", (pod, pod_to_add, node_name, self._handle(state)), pod, "scheduling")
+        args = (pod, pod_to_add, node_name, self._handle(state))
+        result: Status = self._run(Route, "addpod", args, pod, "scheduling")
         return result
 
     def remove_pod(self, state: Any, pod: KubeObject, pod_to_remove: KubeObject, node: Named | str) -> Status:
