@@ -156,7 +156,12 @@ class GuestActor(pykka.ThreadingActor):
         was_broken = bool(inst.broken)
         inst.phase = message.phase
         started = time.perf_counter()
-        result = getattr(inst, message.point)(*message.args)
+        try:
+            result = getattr(inst, message.point)(*message.args)
+        except Exception as exc:  # a bug of the host, not the guest: loud, but never a crash
+            self.log.error("instance.host_bug", extension_point=message.point, pod=message.pod, exc_info=exc)
+            inst.broken = inst.broken or f"host error in {message.point}: {type(exc).__name__}: {exc}"
+            result = _unavailable(message, self.config.name, inst.broken)
         self.log.debug(
             "call.finished",
             extension_point=message.point,
@@ -168,6 +173,10 @@ class GuestActor(pykka.ThreadingActor):
         if inst.broken and not was_broken:
             self._report_broken(inst.broken)
         return result
+
+    def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
+        """The actor is dying of an unhandled error: tell the supervisor so the pool recovers."""
+        self._report_broken(f"actor failed: {exception_value!r}")
 
     def _report_broken(self, reason: str) -> None:
         if self.supervisor is not None:

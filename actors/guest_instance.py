@@ -129,14 +129,14 @@ class GuestInstance:
             except GuestExit as exc:
                 if exc.code != 0:
                     raise GuestLoadError(
-                        where, f"_start exited with code {exc.code}{self._stderr_suffix()}"
+                        where, f"_start exited with code {exc.code}{self._output_suffix()}"
                     ) from None
             except GUEST_FAULTS as exc:
                 why = self._describe(exc, limits.start_timeout_ms).replace(
                     "callTimeoutMs", "startTimeoutMs"
                 )
                 raise GuestLoadError(
-                    where, f"_start failed: {why}{self._stderr_suffix()}"
+                    where, f"_start failed: {why}{self._output_suffix()}"
                 ) from None
             self._flush_output("_start")
 
@@ -157,12 +157,16 @@ class GuestInstance:
         causes = [re.sub(r"^\d+:\s*", "", line.strip()) for line in text.strip().splitlines()]
         return "; ".join(c for c in causes if c) or type(exc).__name__
 
-    def _stderr_suffix(self) -> str:
-        _out, err = self.output.take()
-        err = err.strip()
-        if len(err) > _STDERR_IN_REASON:
-            err = "..." + err[-_STDERR_IN_REASON:]
-        return f"; stderr: {err}" if err else ""
+    def _output_suffix(self) -> str:
+        """The guest's captured output for an error message (stderr first), then cleared."""
+        out, err = self.output.take()
+        parts = []
+        for stream, text in (("stderr", err.strip()), ("stdout", out.strip())):
+            if len(text) > _STDERR_IN_REASON:
+                text = "..." + text[-_STDERR_IN_REASON:]
+            if text:
+                parts.append(f"; {stream}: {text}")
+        return "".join(parts)
 
     def _flush_output(self, export: str, ctx: CallContext | None = None) -> None:
         if not self.output.stdout and not self.output.stderr:
@@ -177,7 +181,7 @@ class GuestInstance:
 
     def _fail(self, export: str, exc: BaseException) -> Status:
         """Break the instance after a failed call and say why, as an Error status."""
-        reason = f"wasm plugin {self.plugin}: trap in {export}: {self._describe(exc)}{self._stderr_suffix()}"
+        reason = f"wasm plugin {self.plugin}: trap in {export}: {self._describe(exc)}{self._output_suffix()}"
         self.broken = reason
         self._funcs = {}
         if not isinstance(exc, GUEST_FAULTS):

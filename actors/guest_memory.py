@@ -48,6 +48,10 @@ class GuestMemory:
         base = ctypes.addressof(self._memory.data_ptr(self._store).contents)
         return base + ptr
 
+    def check(self, ptr: int, length: int, what: str) -> None:
+        """Raise GuestFault unless [ptr, ptr+length) lies inside guest memory."""
+        self._address(ptr, length, what)
+
     def read(self, ptr: int, length: int, what: str = "read") -> bytes:
         length &= 0xFFFF_FFFF
         if length == 0:

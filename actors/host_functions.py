@@ -195,7 +195,7 @@ class HostFunctions:
         mem = self._mem()
         ctx = self._ctx("nodeImageStates")
         name = mem.read_str(name_ptr, name_len, "nodeImageStates name")
-        states = ctx.handle.image_states(name)
+        states = {str(image): dict(state) for image, state in ctx.handle.image_states(name).items()}
         return mem.give(_json(states) if states else b"", buf, buf_limit, "nodeImageStates")
 
     def get_config(self, buf: int, buf_limit: int) -> int:

@@ -248,6 +248,9 @@ class SupervisorActor(pykka.ThreadingActor):
                 f"wasm plugin {self.config.name}: no instance is assigned to pod {msg.pod or msg.pod_uid} "
                 "(its cycle ended or never began)"
             )
+        if instance_id != _TOMBSTONE and instance_id in self._actors and not self._actors[instance_id].is_alive():
+            self._instance_broken(InstanceBroken(instance_id, "its actor died"))
+            instance_id = _TOMBSTONE
         if instance_id == _TOMBSTONE or instance_id not in self._actors:
             return Lost(
                 f"wasm plugin {self.config.name}: the instance serving pod {msg.pod or msg.pod_uid} "
@@ -368,14 +371,22 @@ class SupervisorActor(pykka.ThreadingActor):
         return instance_id
 
     def _take_idle(self) -> str | None:
-        if self._idle:
+        while self._idle:
             # The most recently used idle actor: its memory is warm.
             instance_id = next(reversed(self._idle))
             del self._idle[instance_id]
-            return instance_id
+            if self._actors[instance_id].is_alive():
+                return instance_id
+            self._forget_dead(instance_id)
         if not self._room():
             return None
         return self._start_actor()
+
+    def _forget_dead(self, instance_id: str) -> None:
+        """An idle actor that died on its own (never from a guest call): count it discarded."""
+        self._actors.pop(instance_id, None)
+        self._discarded += 1
+        self.log.warning("instance.discarded", instance=instance_id, trap="its actor died while idle")
 
     def _pool_exhausted(self) -> Lost:
         limit = self.config.pool.max_instances

@@ -134,7 +134,9 @@ class Wasi:
             now = time.time_ns()
         elif clock_id == 1:
             now = time.monotonic_ns()
-        elif clock_id in (2, 3):
+        elif clock_id == 2:
+            now = time.process_time_ns()
+        elif clock_id == 3:
             now = time.thread_time_ns()
         else:
             return ERRNO_INVAL
@@ -148,7 +150,9 @@ class Wasi:
         return ERRNO_SUCCESS
 
     def random_get(self, buf: int, length: int) -> int:
-        self._mem().write(buf, os.urandom(length & 0xFFFF_FFFF), "random_get")
+        mem = self._mem()
+        mem.check(buf, length, "random_get")  # before allocating what the guest asked for
+        mem.write(buf, os.urandom(length & 0xFFFF_FFFF), "random_get")
         return ERRNO_SUCCESS
 
     def fd_write(self, fd: int, iovs: int, iovs_len: int, nwritten_ptr: int) -> int:

@@ -31,7 +31,7 @@ from actors.abi import (
     ScoreResult,
     Status,
 )
-from actors.guest_actor import Describe, InstanceInfo, Invoke
+from actors.guest_actor import Describe, InstanceBroken, InstanceInfo, Invoke
 from actors.handle import EmptyHandle, FrameworkHandle, KubeObject
 from actors.supervisor import (
     Assigned,
@@ -195,6 +195,11 @@ class WasmPlugin:
         except pykka.ActorDeadError:
             return self._error(f"wasm plugin {self.name}: instance {answer.instance_id} serving pod {name} "
                                "was discarded; its cycle state is gone")
+        except Exception as exc:  # the actor answered with our own bug: the instance is suspect
+            self.log.error("instance.host_bug", instance=answer.instance_id, pod=name, extension_point=point,
+                           exc_info=exc)
+            self.supervisor.tell(InstanceBroken(answer.instance_id, f"host error: {exc!r}"))
+            return self._error(f"wasm plugin {self.name}: internal error in {point}: {exc!r}")
 
     # --- scheduling cycle --------------------------------------------------------------
 

@@ -115,7 +115,10 @@ class GuestCompiler:
         """Fetch, verify, compile (or reuse) and validate the guest of `config`."""
         started = time.perf_counter()
         guest = f"{config.name!r} ({config.guest_url})"
-        data = GuestSource(config.guest_url, config.base_dir).read(config.guest_sha256)
+        try:
+            data = GuestSource(config.guest_url, config.base_dir).read(config.guest_sha256)
+        except GuestLoadError as exc:
+            raise GuestLoadError(f"{config.name!r} ({exc.guest})", exc.problem) from None
         return self.compile(config.name, config.guest_url, data, started, guest)
 
     def compile(self, name: str, url: str, data: bytes, started: float | None = None,

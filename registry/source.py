@@ -87,7 +87,8 @@ class GuestSource:
         except GuestLoadError:
             raise
         except urllib.error.HTTPError as exc:
-            raise GuestLoadError(self.url, f"HTTP {exc.code} {exc.reason}") from None
+            reason = str(exc.reason).strip().splitlines()[0] if str(exc.reason).strip() else ""
+            raise GuestLoadError(self.url, f"HTTP {exc.code} {reason}".strip()) from None
         except urllib.error.URLError as exc:
             raise GuestLoadError(self.url, f"cannot fetch: {exc.reason}") from None
         except TimeoutError:
