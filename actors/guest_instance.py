@@ -23,6 +23,7 @@ import wasmtime
 
 from actors.abi import (
     DEFAULT_CLUSTER_EVENTS,
+    EXPORT_RESULTS,
     ClusterEvent,
     Code,
     FilterResult,
@@ -38,6 +39,7 @@ from actors.abi import (
     decode_postfilter,
     split_i64,
 )
+from actors.fast_call import HostFault, make_export_caller
 from actors.guest_memory import GuestFault, GuestMemory
 from actors.handle import FrameworkHandle, KubeObject
 from actors.host_functions import CallContext, HostFunctions
@@ -96,7 +98,8 @@ class GuestInstance:
         self._store.set_epoch_deadline(deadline_ticks(limits.start_timeout_ms))
         linker = wasmtime.Linker(guest.engine)
         self._wasi = Wasi(config.args or (config.name,), self.output)
-        self._wasi.define(linker, guest.shape.wasi_imports)
+        self._fault = HostFault()
+        self._wasi.define(linker, guest.shape.wasi_imports, self._fault.wrap)
         self._host = HostFunctions(
             self.plugin,
             instance_id,
@@ -104,7 +107,7 @@ class GuestInstance:
             config.log_severity,
             node_cache or NodeWireCache(),
         )
-        self._host.define(linker, guest.shape.host_imports)
+        self._host.define(linker, guest.shape.host_imports, self._fault.wrap)
         where = f"{config.name!r} ({guest.url})"
         try:
             instance = linker.instantiate(self._store, guest.module)
@@ -115,17 +118,27 @@ class GuestInstance:
         assert isinstance(memory, wasmtime.Memory)
         self.memory = GuestMemory(memory, self._store)
         self._wasi.memory = self._host.memory = self.memory
-        self._funcs: dict[str, Callable[..., Any]] = {}
+        #: export name -> caller taking the deadline in epoch ticks
+        self._funcs: dict[str, Callable[[int], Any]] = {}
         for name in guest.exports:
             func = exports[name]
             assert isinstance(func, wasmtime.Func)
-            self._funcs[name] = func
+            results = EXPORT_RESULTS[name]
+            self._funcs[name] = make_export_caller(
+                self._store, func, results[0] if results else None, self._fault, guest.compiler.fast_calls
+            )
         if guest.shape.has_start:
             start = exports["_start"]
             assert isinstance(start, wasmtime.Func)
             self._store.set_epoch_deadline(deadline_ticks(limits.start_timeout_ms))
             try:
-                start(self._store)
+                try:
+                    start(self._store)
+                except BaseException:
+                    error = self._fault.take()
+                    if error is not None:
+                        raise error from None
+                    raise
             except GuestExit as exc:
                 if exc.code != 0:
                     raise GuestLoadError(
@@ -217,12 +230,11 @@ class GuestInstance:
 
     def _call(self, ctx: CallContext) -> Any:
         """Run one export with `ctx` as the call's context; raise GuestBroken on failure."""
-        func = self._funcs[ctx.export]
+        call = self._funcs[ctx.export]
         self._host.context = ctx
         self.calls += 1
-        self._store.set_epoch_deadline(self._call_ticks)
         try:
-            return func(self._store)
+            return call(self._call_ticks)
         except BaseException as exc:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise

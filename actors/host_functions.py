@@ -126,7 +126,12 @@ class HostFunctions:
             )
         return self._mem().read(ptr, length, function)
 
-    def define(self, linker: wasmtime.Linker, imports: frozenset[tuple[str, str]]) -> None:
+    def define(
+        self,
+        linker: wasmtime.Linker,
+        imports: frozenset[tuple[str, str]],
+        wrap: Callable[[Callable[..., Any]], Callable[..., Any]] = lambda f: f,
+    ) -> None:
         """Define every ABI host function the guest imports on `linker`."""
         i32, i64 = wasmtime.ValType.i32(), wasmtime.ValType.i64()
         kinds = {"i32": i32, "i64": i64}
@@ -137,7 +142,7 @@ class HostFunctions:
                 module,
                 name,
                 wasmtime.FuncType([kinds[p] for p in params], [kinds[r] for r in results]),
-                func,
+                wrap(func),
             )
 
     # --- k8s.io/api --------------------------------------------------------------------

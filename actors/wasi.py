@@ -210,14 +210,17 @@ class Wasi:
     }
 
     def define(
-        self, linker: wasmtime.Linker, imports: Sequence[tuple[str, wasmtime.FuncType]]
+        self,
+        linker: wasmtime.Linker,
+        imports: Sequence[tuple[str, wasmtime.FuncType]],
+        wrap: Callable[[Callable[..., Any]], Callable[..., Any]] = lambda f: f,
     ) -> None:
         """Define each preview1 function the module imports (names already validated)."""
         for name, import_type in imports:
             signature = self._SIGNATURES.get(name)
             if signature is not None:
                 func: Callable[..., Any] = getattr(self, name)
-                linker.define_func("wasi_snapshot_preview1", name, _ty(*signature), func)
+                linker.define_func("wasi_snapshot_preview1", name, _ty(*signature), wrap(func))
             else:
                 linker.define_func(
                     "wasi_snapshot_preview1",

@@ -90,8 +90,12 @@ class EpochTicker:
 class GuestCompiler:
     """An engine and the modules compiled with it."""
 
-    def __init__(self, cache_dir: Path | None = None, engine: wasmtime.Engine | None = None) -> None:
+    def __init__(
+        self, cache_dir: Path | None = None, engine: wasmtime.Engine | None = None, fast_calls: bool = True
+    ) -> None:
         self.engine = engine or new_engine()
+        #: Call exports through wasmtime's unchecked C call when available (actors.fast_call).
+        self.fast_calls = fast_calls
         self.cache_dir = cache_dir
         self._modules: dict[str, wasmtime.Module] = {}
         self._lock = threading.Lock()  # guards the cache dict, not any instance
