@@ -179,12 +179,16 @@ class HostFunctions:
 
     def filtered_node_list(self, buf: int, buf_limit: int) -> int:
         ctx = self._ctx("filteredNodeList")
+        if ctx.export != "prescore":
+            return 0  # only PreScore has a filtered node list (as in the reference host)
         return self._mem().give(
             _json(list(ctx.filtered_node_names)), buf, buf_limit, "filteredNodeList"
         )
 
     def node_to_status_map(self, buf: int, buf_limit: int) -> int:
         ctx = self._ctx("nodeToStatusMap")
+        if ctx.export != "postfilter":
+            return 0
         return self._mem().give(
             _json({k: int(v) for k, v in ctx.node_to_status.items()}),
             buf,
@@ -194,6 +198,8 @@ class HostFunctions:
 
     def node_score_list(self, buf: int, buf_limit: int) -> int:
         ctx = self._ctx("nodeScoreList")
+        if ctx.export != "normalizescore":
+            return 0
         return self._mem().give(_json(dict(ctx.node_scores)), buf, buf_limit, "nodeScoreList")
 
     def node_image_states(self, name_ptr: int, name_len: int, buf: int, buf_limit: int) -> int:
@@ -210,9 +216,7 @@ class HostFunctions:
 
     def status_reason(self, ptr: int, length: int) -> None:
         ctx = self._ctx("result.status_reason")
-        ctx.reason = self._mem().read_str(
-            ptr, min(length & 0xFFFF_FFFF, MAX_RESULT_BYTES), "status_reason"
-        )
+        ctx.reason = self._result_bytes(ptr, length, "result.status_reason").decode("utf-8", "replace")
 
     def node_names(self, ptr: int, length: int) -> None:
         data = self._result_bytes(ptr, length, "result.node_names")
@@ -295,6 +299,8 @@ class HostFunctions:
         mem = self._mem()
         ctx = self._ctx("handle.reject_waiting_pod")
         uid = mem.read_str(uid_ptr, uid_len, "reject_waiting_pod uid")
+        if (out_limit & 0xFFFF_FFFF) >= 8:
+            mem.check(out, 8, "reject_waiting_pod out")  # before the side effect
         rejected = ctx.handle.reject_waiting_pod(
             uid, self.plugin, f"rejected by wasm plugin {self.plugin}"
         )

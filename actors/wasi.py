@@ -14,6 +14,7 @@ files and no host resource is reachable.
 from __future__ import annotations
 
 import os
+import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,9 @@ ERRNO_NOSYS = 52
 
 #: Bytes of guest output kept per call; beyond that the rest is counted, not stored.
 OUTPUT_LIMIT = 64 * 1024
+
+#: Most iovecs one fd_write may pass (POSIX IOV_MAX is 1024).
+MAX_IOVECS = 1024
 
 #: Every function of wasi_snapshot_preview1, so an unknown name is told from a typo.
 PREVIEW1_NAMES = frozenset(
@@ -159,11 +163,17 @@ class Wasi:
         if fd not in (1, 2):
             return ERRNO_BADF
         mem = self._mem()
+        count = iovs_len & 0xFFFF_FFFF
+        if count > MAX_IOVECS:
+            return ERRNO_INVAL
+        vectors = struct.unpack(f"<{2 * count}I", mem.read(iovs, 8 * count, "fd_write iovecs"))
         total = 0
-        for i in range(iovs_len & 0xFFFF_FFFF):
-            base = mem.read_u32(iovs + 8 * i, "fd_write iovec")
-            length = mem.read_u32(iovs + 8 * i + 4, "fd_write iovec")
-            self.output.append(fd, mem.read(base, length, "fd_write data"))
+        for i in range(0, 2 * count, 2):
+            base, length = vectors[i], vectors[i + 1]
+            mem.check(base, length, "fd_write data")
+            kept = min(length, OUTPUT_LIMIT)  # never copy more than the buffer can keep
+            self.output.append(fd, mem.read(base, kept, "fd_write data"))
+            self.output.dropped += length - kept
             total += length
         mem.write_u32(nwritten_ptr, total, "fd_write")
         return ERRNO_SUCCESS
