@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 
 class Code(enum.IntEnum):
@@ -235,8 +235,9 @@ class PostFilterResult:
     mode: NominatingMode = NominatingMode.NOOP
 
 
-@dataclass(frozen=True, slots=True)
-class NodeScore:
+class NodeScore(NamedTuple):
+    """A node's score (a named tuple: made once per node per Score, so it must be cheap)."""
+
     name: str
     score: int
 

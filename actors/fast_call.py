@@ -16,7 +16,9 @@ instance, so concurrent instances never see each other's), a `wasmtime.Trap`, or
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import wasmtime
@@ -26,10 +28,16 @@ try:  # private pieces of wasmtime-py; absent pieces disable the fast path
     from wasmtime import _func as _wfunc
     from wasmtime._trap import Trap as _Trap
 
-    _CALL_UNCHECKED = _wffi.wasmtime_func_call_unchecked
-    _SET_DEADLINE = _wffi.wasmtime_context_set_epoch_deadline
     _RAW = _wffi.wasmtime_val_raw_t
     _TRAP_PTR = ctypes.POINTER(_wffi.wasm_trap_t)
+    _ERROR_PTR = ctypes.POINTER(_wffi.wasmtime_error_t)
+    # Our own prototypes over the same library, taking plain addresses: no per-call
+    # argument conversion (wasmtime-py's own wrappers add a Python frame and checks).
+    _VP = ctypes.c_void_p
+    _RAW_CALL = ctypes.CFUNCTYPE(_VP, _VP, _VP, _VP, ctypes.c_size_t, _VP)(
+        ("wasmtime_func_call_unchecked", _wffi.dll))
+    _RAW_DEADLINE = ctypes.CFUNCTYPE(None, _VP, ctypes.c_uint64)(
+        ("wasmtime_context_set_epoch_deadline", _wffi.dll))
     FAST_PATH_AVAILABLE = all((
         hasattr(wasmtime.Func, "__init__"), hasattr(_wfunc, "LAST_EXCEPTION"),
         hasattr(_Trap, "_from_ptr"), hasattr(wasmtime.WasmtimeError, "_from_ptr"),
@@ -37,6 +45,10 @@ try:  # private pieces of wasmtime-py; absent pieces disable the fast path
     ))
 except (ImportError, AttributeError):  # pragma: no cover - depends on the installed wasmtime
     FAST_PATH_AVAILABLE = False
+
+
+#: Nanoseconds between two re-arms of the epoch deadline on the fast path (one tick).
+EPOCH_REARM_NS = 5_000_000
 
 
 class HostFault:
@@ -66,78 +78,142 @@ class HostFault:
         return error
 
 
-def make_export_caller(
-    store: wasmtime.Store, func: wasmtime.Func, result: str | None, fault: HostFault, fast: bool = True
-) -> Callable[[int], Any]:
-    """A callable `(deadline_ticks) -> int | None` that runs the export once.
+@dataclass(slots=True)
+class PerNode:
+    """Raw results of one export called once per node: the code (or packed i64) of each
+    node that ran, the reasons the guest set on the non-zero ones (by index), and the
+    exception that stopped the loop, if any (the nodes after it did not run)."""
 
-    `result` is the export's single result type ("i32", "i64") or None.
+    values: list[int]
+    reasons: dict[int, str]
+    error: BaseException | None = None
+
+
+class ExportCaller:
+    """Calls one export of one instance: `caller(ticks)` once, `caller.per_node(...)` per node.
+
+    `ticks` is the call's deadline in epoch ticks. The public-API path; `_FastCaller`
+    overrides both methods with the unchecked C call.
     """
-    if fast and FAST_PATH_AVAILABLE:
-        return _fast_caller(store, func, result, fault)
-    return _public_caller(store, func, fault)
 
+    def __init__(self, store: wasmtime.Store, func: wasmtime.Func, result: str | None, fault: HostFault) -> None:
+        self.store = store
+        self.func = func
+        self.result = result
+        self.fault = fault
 
-def _public_caller(store: wasmtime.Store, func: wasmtime.Func, fault: HostFault) -> Callable[[int], Any]:
-    def call(ticks: int) -> Any:
-        store.set_epoch_deadline(ticks)
+    def __call__(self, ticks: int) -> Any:
+        self.store.set_epoch_deadline(ticks)
         try:
-            return func(store)
+            return self.func(self.store)
         except BaseException:
-            error = fault.take()
+            error = self.fault.take()
             if error is not None:
                 raise error from None
             raise
 
-    return call
+    def per_node(self, ctx: Any, names: Sequence[str], ticks: int, stop_mask: int = 0) -> PerNode:
+        """Run the export once per node name with `ctx.node_name` set; never raises.
+
+        With `stop_mask`, the loop ends after the first value with any of those bits set
+        (Score stops at the first node whose status is not Success)."""
+        values: list[int] = []
+        reasons: dict[int, str] = {}
+        for name in names:
+            ctx.node_name = name
+            try:
+                value = self(ticks)
+            except BaseException as exc:
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    raise
+                return PerNode(values, reasons, exc)
+            if value and ctx.reason:
+                reasons[len(values)] = ctx.reason
+            ctx.reason = ""
+            values.append(value)
+            if value & stop_mask:
+                break
+        return PerNode(values, reasons)
 
 
-def _fast_caller(store: wasmtime.Store, func: wasmtime.Func, result: str | None,
-                 fault: HostFault) -> Callable[[int], Any]:
-    context = store._context()
-    func_ref = ctypes.byref(func._func)
-    values = (_RAW * 1)()
-    slot = values[0]
-    call_unchecked = _CALL_UNCHECKED
-    set_deadline = _SET_DEADLINE
-    trap_ptr = _TRAP_PTR
-    byref = ctypes.byref
-    # Keep what the pointers point into alive as long as the caller.
-    keep = (store, func, values)
+def make_export_caller(
+    store: wasmtime.Store, func: wasmtime.Func, result: str | None, fault: HostFault, fast: bool = True
+) -> ExportCaller:
+    """The fastest caller available for the export (`result`: "i32", "i64" or None)."""
+    if fast and FAST_PATH_AVAILABLE:
+        return _FastCaller(store, func, result, fault)
+    return ExportCaller(store, func, result, fault)
 
-    def fail(error: Any, trap: Any) -> None:
-        raised = fault.take()
-        if trap:
-            trap_obj = _Trap._from_ptr(trap)
+
+class _FastCaller(ExportCaller):
+    """wasmtime_func_call_unchecked on preallocated buffers, addresses only."""
+
+    def __init__(self, store: wasmtime.Store, func: wasmtime.Func, result: str | None, fault: HostFault) -> None:
+        super().__init__(store, func, result, fault)
+        self._context = ctypes.cast(store._context(), ctypes.c_void_p).value
+        self._func_addr = ctypes.addressof(func._func)
+        self._values = (_RAW * 1)()
+        self._values_addr = ctypes.addressof(self._values)
+        self._trap = ctypes.c_void_p(None)
+        self._trap_addr = ctypes.addressof(self._trap)
+        kind = ctypes.c_int32 if result == "i32" else ctypes.c_int64
+        self._read = kind.from_address(self._values_addr)
+        self._armed_at = -EPOCH_REARM_NS
+
+    def _raise(self, error: int | None) -> None:
+        self._armed_at = -EPOCH_REARM_NS
+        raised = self.fault.take()
+        if self._trap.value:
+            trap_obj = _Trap._from_ptr(ctypes.cast(self._trap.value, _TRAP_PTR))
+            self._trap.value = None
             raise (raised or trap_obj) from None
         if raised is not None:
             raise raised from None
-        raise wasmtime.WasmtimeError._from_ptr(error)
+        raise wasmtime.WasmtimeError._from_ptr(ctypes.cast(error, _ERROR_PTR))
 
-    if result == "i32":
-        def call(ticks: int) -> Any:
-            set_deadline(context, ticks)
-            trap = trap_ptr()
-            error = call_unchecked(context, func_ref, values, 1, byref(trap))
-            if error or trap:
-                fail(error, trap)
-            return slot.i32
-    elif result == "i64":
-        def call(ticks: int) -> Any:
-            set_deadline(context, ticks)
-            trap = trap_ptr()
-            error = call_unchecked(context, func_ref, values, 1, byref(trap))
-            if error or trap:
-                fail(error, trap)
-            return slot.i64
-    else:
-        def call(ticks: int) -> Any:
-            set_deadline(context, ticks)
-            trap = trap_ptr()
-            error = call_unchecked(context, func_ref, values, 1, byref(trap))
-            if error or trap:
-                fail(error, trap)
-            return None
+    def __call__(self, ticks: int) -> Any:
+        now = time.monotonic_ns()
+        if now - self._armed_at >= EPOCH_REARM_NS:
+            # Re-armed at most once per epoch tick: a call gets its full deadline less at
+            # most one tick (the deadline's resolution), for one C call less per call.
+            _RAW_DEADLINE(self._context, ticks + 1)
+            self._armed_at = now
+        error = _RAW_CALL(self._context, self._func_addr, self._values_addr, 1, self._trap_addr)
+        if error or self._trap.value:
+            self._raise(error)
+        return self._read.value if self.result is not None else None
 
-    call.keep = keep  # type: ignore[attr-defined]
-    return call
+    def per_node(self, ctx: Any, names: Sequence[str], ticks: int, stop_mask: int = 0) -> PerNode:
+        # The hot loop of Filter and Score: everything it needs is a local.
+        context, func_addr, values_addr, trap_addr = self._context, self._func_addr, self._values_addr, self._trap_addr
+        trap, read, call, set_deadline = self._trap, self._read, _RAW_CALL, _RAW_DEADLINE
+        clock, rearm = time.monotonic_ns, EPOCH_REARM_NS
+        armed_at = self._armed_at
+        values: list[int] = []
+        reasons: dict[int, str] = {}
+        append = values.append
+        try:
+            for name in names:
+                ctx.node_name = name
+                now = clock()
+                if now - armed_at >= rearm:
+                    set_deadline(context, ticks + 1)
+                    armed_at = now
+                error = call(context, func_addr, values_addr, 1, trap_addr)
+                if error or trap.value:
+                    self._raise(error)
+                value = read.value
+                if value and ctx.reason:
+                    reasons[len(values)] = ctx.reason
+                    ctx.reason = ""
+                elif ctx.reason:
+                    ctx.reason = ""
+                append(value)
+                if value & stop_mask:
+                    break
+        except BaseException as exc:
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            return PerNode(values, reasons, exc)
+        self._armed_at = armed_at
+        return PerNode(values, reasons)

@@ -39,7 +39,7 @@ from actors.abi import (
     decode_postfilter,
     split_i64,
 )
-from actors.fast_call import HostFault, make_export_caller
+from actors.fast_call import ExportCaller, HostFault, PerNode, make_export_caller
 from actors.guest_memory import GuestFault, GuestMemory
 from actors.handle import FrameworkHandle, KubeObject
 from actors.host_functions import CallContext, HostFunctions
@@ -119,7 +119,7 @@ class GuestInstance:
         self.memory = GuestMemory(memory, self._store)
         self._wasi.memory = self._host.memory = self.memory
         #: export name -> caller taking the deadline in epoch ticks
-        self._funcs: dict[str, Callable[[int], Any]] = {}
+        self._funcs: dict[str, ExportCaller] = {}
         for name in guest.exports:
             func = exports[name]
             assert isinstance(func, wasmtime.Func)
@@ -282,25 +282,41 @@ class GuestInstance:
     ) -> list[tuple[str, Status]]:
         if (bad := self._unavailable(export)) is not None:
             return [(name, bad) for name in node_names]
+        ok = Status(plugin=self.plugin)
         if export not in self.exports:
-            ok = Status(plugin=self.plugin)
             return [(name, ok) for name in node_names]
         ctx = CallContext(export, handle, phase=self.phase, pod=pod, target_pod=target_pod)
-        results: list[tuple[str, Status]] = []
-        ok = Status(plugin=self.plugin)
-        for name in node_names:
-            ctx.node_name = name
-            ctx.reason = ""
-            try:
-                code = self._call(ctx)
-            except GuestBroken as exc:
-                failed = exc.args[0]
-                results.extend((rest, failed) for rest in node_names[len(results) :])
-                break
-            results.append(
-                (name, ok if code == 0 and not ctx.result_error else self._status(code, ctx))
-            )
+        run, failed = self._run_per_node(ctx, node_names)
+        codes = run.values
+        if not any(codes):
+            results = [(name, ok) for name in node_names[: len(codes)]]
+        else:
+            results = []
+            for i, (name, code) in enumerate(zip(node_names, codes, strict=False)):
+                if code == 0:
+                    results.append((name, ok))
+                else:
+                    ctx.reason = run.reasons.get(i, "")
+                    results.append((name, self._status(code, ctx)))
+        if failed is not None:
+            results.extend((rest, failed) for rest in node_names[len(codes):])
         return results
+
+    def _run_per_node(
+        self, ctx: CallContext, names: Sequence[str], stop_mask: int = 0
+    ) -> tuple[PerNode, Status | None]:
+        """Call ctx.export once per node (one tight loop); the Error status if it broke."""
+        self._host.context = ctx
+        try:
+            run = self._funcs[ctx.export].per_node(ctx, names, self._call_ticks, stop_mask)
+        finally:
+            self._host.context = None
+        self.calls += len(run.values) + (run.error is not None)
+        # A failure takes the captured output into its reason; what is left is logged.
+        failed = None if run.error is None else self._fail(ctx.export, run.error)
+        if self.output.stdout or self.output.stderr:
+            self._flush_output(ctx.export, ctx)
+        return run, failed
 
     def postfilter(
         self, pod: KubeObject, node_to_status: Mapping[str, int], handle: FrameworkHandle
@@ -342,21 +358,17 @@ class GuestInstance:
                 Status(plugin=self.plugin), tuple(NodeScore(n, 0) for n in node_names)
             )
         ctx = CallContext("score", handle, phase=self.phase, pod=pod)
+        run, failed = self._run_per_node(ctx, node_names, stop_mask=0xFFFF_FFFF)
         scores: list[NodeScore] = []
-        for name in node_names:
-            ctx.node_name = name
-            ctx.reason = ""
-            try:
-                packed = self._call(ctx)
-            except GuestBroken as exc:
-                return ScoreResult(exc.args[0])
-            low, value = split_i64(packed)
+        for i, (name, packed) in enumerate(zip(node_names, run.values, strict=False)):
+            low = packed & 0xFFFF_FFFF
             if low != Code.SUCCESS:
+                ctx.reason = run.reasons.get(i, "")
                 status = self._status(low, ctx)
-                return ScoreResult(
-                    Status(status.code, f"node {name}: {status.reason}", self.plugin)
-                )
-            scores.append(NodeScore(name, as_int32(value)))
+                return ScoreResult(Status(status.code, f"node {name}: {status.reason}", self.plugin))
+            scores.append(NodeScore(name, packed >> 32))  # the i64 is signed: >> keeps the sign
+        if failed is not None:
+            return ScoreResult(failed)
         return ScoreResult(Status(plugin=self.plugin), tuple(scores))
 
     def normalizescore(
