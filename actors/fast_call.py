@@ -169,7 +169,7 @@ class _FastCaller(ExportCaller):
             raise (raised or trap_obj) from None
         if raised is not None:
             raise raised from None
-        raise wasmtime.WasmtimeError._from_ptr(ctypes.cast(error, _ERROR_PTR))
+        raise wasmtime.WasmtimeError._from_ptr(ctypes.cast(error or 0, _ERROR_PTR))
 
     def __call__(self, ticks: int) -> Any:
         now = time.monotonic_ns()

@@ -34,7 +34,6 @@ from actors.abi import (
     PreFilterResult,
     ScoreResult,
     Status,
-    as_int32,
     decode_permit,
     decode_postfilter,
     split_i64,
