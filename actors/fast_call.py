@@ -60,7 +60,8 @@ class HostFault:
         self.error: BaseException | None = None
 
     def wrap(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        """`func`, recording any exception it raises before wasmtime turns it into a trap."""
+        """`func`, recording any exception it raises before wasmtime turns it into a trap
+        (the public-API path; the fast path's callbacks record it themselves)."""
         def host_function(*args: Any) -> Any:
             try:
                 return func(*args)
@@ -217,3 +218,87 @@ class _FastCaller(ExportCaller):
             return PerNode(values, reasons, exc)
         self._armed_at = armed_at
         return PerNode(values, reasons)
+
+
+# --- host functions --------------------------------------------------------------------
+
+if FAST_PATH_AVAILABLE:
+    try:
+        _VAL_SIZE = ctypes.sizeof(_RAW)
+        _UNCHECKED_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_size_t, _VP, _VP, _VP, ctypes.c_size_t)
+        _FINALIZER = ctypes.CFUNCTYPE(None, _VP)
+        _DEFINE_UNCHECKED = ctypes.CFUNCTYPE(
+            _VP, _VP, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t, _VP,
+            _UNCHECKED_CALLBACK, _VP, _FINALIZER,
+        )(("wasmtime_linker_define_func_unchecked", _wffi.dll))
+        _TRAP_NEW = _wffi.wasmtime_trap_new
+        FAST_HOST_FUNCTIONS = True
+    except (AttributeError, OSError):  # pragma: no cover - depends on the installed wasmtime
+        FAST_HOST_FUNCTIONS = False
+else:  # pragma: no cover
+    FAST_HOST_FUNCTIONS = False
+
+_LETTERS = {"i32": "i", "i64": "q"}
+
+
+class HostFunctionDefiner:
+    """Defines an instance's host functions on its linker, the fast way when it can.
+
+    The fast way registers a raw ctypes callback with
+    `wasmtime_linker_define_func_unchecked`: arguments are read straight from the
+    value array and the result written back, instead of wasmtime-py's generic
+    trampoline (which builds a Caller and converts every value). A Python exception in a
+    host function is recorded in the instance's `HostFault` and becomes a trap.
+    The callbacks live as long as this object, which the instance keeps.
+    """
+
+    def __init__(self, linker: wasmtime.Linker, fault: HostFault, fast: bool = True) -> None:
+        self.linker = linker
+        self.fault = fault
+        self.fast = fast and FAST_HOST_FUNCTIONS
+        self._keep: list[Any] = []
+
+    def __call__(self, module: str, name: str, params: Sequence[str], results: Sequence[str],
+                 func: Callable[..., Any]) -> None:
+        if not self.fast:
+            kinds = {"i32": wasmtime.ValType.i32(), "i64": wasmtime.ValType.i64()}
+            functype = wasmtime.FuncType([kinds[p] for p in params], [kinds[r] for r in results])
+            self.linker.define_func(module, name, functype, self.fault.wrap(func))
+            return
+        callback = _UNCHECKED_CALLBACK(self._raw_callback(func, params, results))
+        kinds = {"i32": wasmtime.ValType.i32(), "i64": wasmtime.ValType.i64()}
+        functype = wasmtime.FuncType([kinds[p] for p in params], [kinds[r] for r in results])
+        module_bytes, name_bytes = module.encode(), name.encode()
+        error = _DEFINE_UNCHECKED(
+            ctypes.cast(self.linker.ptr(), _VP).value, module_bytes, len(module_bytes), name_bytes,
+            len(name_bytes), ctypes.cast(functype.ptr(), _VP).value, callback, None, _FINALIZER(0),
+        )
+        if error:
+            raise wasmtime.WasmtimeError._from_ptr(ctypes.cast(error, _ERROR_PTR))
+        self._keep.extend((callback, functype))
+
+    def _raw_callback(self, func: Callable[..., Any], params: Sequence[str],
+                      results: Sequence[str]) -> Callable[..., int]:
+        import struct
+
+        fault = self.fault
+        arg_format = "<" + "".join(_LETTERS[p] + ("12x" if p == "i32" else "8x") for p in params)
+        unpack = struct.Struct(arg_format).unpack_from if params else None
+        size = _VAL_SIZE * len(params)
+        string_at = ctypes.string_at
+        result_kind = {"i32": ctypes.c_uint32, "i64": ctypes.c_uint64}.get(results[0]) if results else None
+        mask = 0xFFFF_FFFF if results and results[0] == "i32" else 0xFFFF_FFFF_FFFF_FFFF
+
+        def callback(_env: Any, _caller: Any, values: int, _count: int) -> int:
+            try:
+                value = func(*unpack(string_at(values, size))) if unpack is not None else func()
+                if result_kind is not None:
+                    result_kind.from_address(values).value = value & mask
+                return 0
+            except BaseException as exc:
+                fault.error = exc
+                message = f"host function raised {type(exc).__name__}".encode()
+                trap = _TRAP_NEW(ctypes.create_string_buffer(message), len(message))
+                return ctypes.cast(trap, _VP).value or 0
+
+        return callback

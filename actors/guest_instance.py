@@ -38,7 +38,7 @@ from actors.abi import (
     decode_postfilter,
     split_i64,
 )
-from actors.fast_call import ExportCaller, HostFault, PerNode, make_export_caller
+from actors.fast_call import ExportCaller, HostFault, HostFunctionDefiner, PerNode, make_export_caller
 from actors.guest_memory import GuestFault, GuestMemory
 from actors.handle import FrameworkHandle, KubeObject
 from actors.host_functions import CallContext, HostFunctions
@@ -98,7 +98,8 @@ class GuestInstance:
         linker = wasmtime.Linker(guest.engine)
         self._wasi = Wasi(config.args or (config.name,), self.output)
         self._fault = HostFault()
-        self._wasi.define(linker, guest.shape.wasi_imports, self._fault.wrap)
+        self._definer = HostFunctionDefiner(linker, self._fault, guest.compiler.fast_calls)
+        self._wasi.define(self._definer, guest.shape.wasi_imports)
         self._host = HostFunctions(
             self.plugin,
             instance_id,
@@ -106,7 +107,7 @@ class GuestInstance:
             config.log_severity,
             node_cache or NodeWireCache(),
         )
-        self._host.define(linker, guest.shape.host_imports, self._fault.wrap)
+        self._host.define(self._definer, guest.shape.host_imports)
         where = f"{config.name!r} ({guest.url})"
         try:
             instance = linker.instantiate(self._store, guest.module)

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-import wasmtime
 
 from actors.abi import HOST_IMPORTS, ClusterEvent
 from actors.guest_memory import GuestFault, GuestMemory
@@ -126,24 +125,14 @@ class HostFunctions:
             )
         return self._mem().read(ptr, length, function)
 
-    def define(
-        self,
-        linker: wasmtime.Linker,
-        imports: frozenset[tuple[str, str]],
-        wrap: Callable[[Callable[..., Any]], Callable[..., Any]] = lambda f: f,
-    ) -> None:
-        """Define every ABI host function the guest imports on `linker`."""
-        i32, i64 = wasmtime.ValType.i32(), wasmtime.ValType.i64()
-        kinds = {"i32": i32, "i64": i64}
+    def define(self, define: Callable[..., None], imports: frozenset[tuple[str, str]]) -> None:
+        """Define every ABI host function the guest imports.
+
+        `define(module, name, params, results, func)` registers one host function
+        (actors.fast_call.HostFunctionDefiner)."""
         for module, name in imports:
             params, results = HOST_IMPORTS[(module, name)]
-            func: Callable[..., Any] = getattr(self, _METHODS[name])
-            linker.define_func(
-                module,
-                name,
-                wasmtime.FuncType([kinds[p] for p in params], [kinds[r] for r in results]),
-                wrap(func),
-            )
+            define(module, name, params, results, getattr(self, _METHODS[name]))
 
     # --- k8s.io/api --------------------------------------------------------------------
 

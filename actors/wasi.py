@@ -219,23 +219,22 @@ class Wasi:
         "proc_exit": ("i", ""),
     }
 
-    def define(
-        self,
-        linker: wasmtime.Linker,
-        imports: Sequence[tuple[str, wasmtime.FuncType]],
-        wrap: Callable[[Callable[..., Any]], Callable[..., Any]] = lambda f: f,
-    ) -> None:
-        """Define each preview1 function the module imports (names already validated)."""
+    def define(self, define: Callable[..., None], imports: Sequence[tuple[str, wasmtime.FuncType]]) -> None:
+        """Define each preview1 function the module imports (names already validated).
+
+        `define(module, name, params, results, func)` registers one host function
+        (actors.fast_call.HostFunctionDefiner)."""
+        letters = {"i": "i32", "I": "i64"}
         for name, import_type in imports:
             signature = self._SIGNATURES.get(name)
             if signature is not None:
-                func: Callable[..., Any] = getattr(self, name)
-                linker.define_func("wasi_snapshot_preview1", name, _ty(*signature), wrap(func))
+                params = [letters[c] for c in signature[0]]
+                results = [letters[c] for c in signature[1]]
+                define("wasi_snapshot_preview1", name, params, results, getattr(self, name))
             else:
-                linker.define_func(
-                    "wasi_snapshot_preview1",
-                    name,
-                    import_type,
+                define(
+                    "wasi_snapshot_preview1", name,
+                    [str(t) for t in import_type.params], [str(t) for t in import_type.results],
                     _unsupported(len(import_type.results)),
                 )
 
