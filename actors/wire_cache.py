@@ -64,7 +64,10 @@ class NodeWireCache:
 
 
 class PodWireCache:
-    """The last pod an instance encoded: a pod is encoded once per cycle, not per call."""
+    """The last pod an instance encoded: a pod is encoded once per cycle, not per call.
+
+    Keyed by the pod dict's identity: callers never edit a pod dict in place (the
+    framework makes a new dict for every change), or the guest would see stale bytes."""
 
     __slots__ = ("_pod", "_data")
 

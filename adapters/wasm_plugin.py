@@ -79,7 +79,10 @@ LIFECYCLE_POINTS = frozenset({"pre_filter", "reserve", "permit", "post_bind"})
 
 
 class Named(Protocol):
-    name: str
+    """Anything with a node name (the framework's NodeInfo)."""
+
+    @property
+    def name(self) -> str: ...
 
 
 def pod_key(pod: KubeObject) -> tuple[str, str]:
@@ -141,6 +144,8 @@ class WasmPlugin:
             return True
         if point == "unreserve":
             return True  # Reserve is a lifecycle point; its Unreserve always releases
+        if point == "pre_filter_extensions":
+            return bool({"addpod", "removepod"} & self.guest.exports)
         export = POINT_EXPORTS.get(point, "")
         return bool(export) and export in self.guest.exports
 

@@ -1,0 +1,133 @@
+"""The ``wasm-scheduler`` command line.
+
+This module owns parsing arguments (argparse, one subcommand per job, so more can be
+added beside ``simulate``), setting up logging (`adapters.logs`, to stderr), running
+the command, and turning a user's mistake (`UserError`: a missing file, bad YAML, an
+unknown plugin, a guest that does not load) into one ``error: ...`` line on stderr and
+exit code 2. Results go to stdout: a table (with a progress bar for long runs) or
+exactly one JSON document.
+
+    wasm-scheduler simulate [--config SCHED.yaml] [--cluster CLUSTER.yaml]
+                            [--output table|json] [--explain POD]
+    wasm-scheduler trace LOGFILE [--pod NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from adapters.framework.errors import UserError
+from adapters.framework.simulation import DEFAULT_CLUSTER, DEFAULT_CONFIG, examples_dir, load_inputs, simulate
+from adapters.logs import FORMATS, LEVELS, configure_logging
+from adapters.report import ProgressBar, json_document, render_explain, render_table, write_json
+from adapters.trace import read_trace, render
+
+EXIT_USER_ERROR = 2
+
+
+def _logging_options(parser: argparse.ArgumentParser, top: bool) -> None:
+    # Given before or after the subcommand; the subcommand's copy must not reset the other.
+    default = "warning" if top else argparse.SUPPRESS
+    parser.add_argument("--log-level", choices=LEVELS, default=default,
+                        help="least severe log line written to stderr (default: warning)")
+    parser.add_argument("--log-format", choices=FORMATS, default="console" if top else argparse.SUPPRESS,
+                        help="console for people, json for one JSON object a line (default: console)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="wasm-scheduler",
+        description="Run kube-scheduler plugins compiled to WebAssembly, in Python.")
+    _logging_options(parser, top=True)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sim = commands.add_parser(
+        "simulate", help="schedule the pending pods of a cluster snapshot",
+        description="Schedule the pending pods of a cluster snapshot with a KubeSchedulerConfiguration whose "
+                    "plugins may be wasm guests. Without options it runs the example in "
+                    f"{examples_dir()}: {DEFAULT_CONFIG} on {DEFAULT_CLUSTER}.")
+    sim.add_argument("--config", type=Path, metavar="SCHED.yaml",
+                     help=f"KubeSchedulerConfiguration (default: the example {DEFAULT_CONFIG})")
+    sim.add_argument("--cluster", type=Path, metavar="CLUSTER.yaml",
+                     help="what `kubectl get nodes,pods -A -o yaml` prints, or Node and Pod documents; pods "
+                          f"without spec.nodeName are scheduled (default: the example {DEFAULT_CLUSTER})")
+    sim.add_argument("--output", choices=("table", "json"), default="table", help="default: table")
+    sim.add_argument("--explain", metavar="POD",
+                     help="show, for this pending pod (namespace/name, or name), each node's result per filter "
+                          "plugin and score per score plugin")
+    sim.add_argument("--seed", type=int, default=0, help="seed of the tie-break between equal scores (default: 0)")
+    _logging_options(sim, top=False)
+    sim.set_defaults(run=run_simulate)
+
+    trace = commands.add_parser(
+        "trace", help="rebuild each pod's cycle from a JSON log (--log-format json)",
+        description="Read a log written with --log-format json (best with --log-level debug) and show, per pod, "
+                    "which instance of which wasm plugin served which extension points.")
+    trace.add_argument("log", type=Path, metavar="LOGFILE", help="the JSON log ('-' for stdin)")
+    trace.add_argument("--pod", default="", help="only pods whose namespace/name contains this")
+    _logging_options(trace, top=False)
+    trace.set_defaults(run=run_trace)
+    return parser
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    config, cluster = load_inputs(args.config, args.cluster)
+    explain_key = None
+    if args.explain:
+        pod = cluster.find_pending(args.explain)
+        if pod is None:
+            raise UserError(f"{cluster.source}: --explain {args.explain}: no pending pod of that name "
+                            "(give namespace/name; pods with spec.nodeName are running, not scheduled)")
+        explain_key = pod.key
+    console = Console(file=sys.stdout, highlight=False)
+    table = args.output == "table"
+    with ProgressBar(console) as progress:
+        report = simulate(config, cluster, explain=[explain_key] if explain_key else (),
+                          progress=progress if table else None, seed=args.seed)
+    explained = report.outcome(explain_key) if explain_key else None
+    if table:
+        render_table(report, console)
+        if explained is not None:
+            render_explain(explained, console)
+    else:
+        write_json(json_document(report, explained), sys.stdout)
+    return 0
+
+
+def run_trace(args: argparse.Namespace) -> int:
+    if str(args.log) == "-":
+        lines = sys.stdin.read().splitlines()
+    else:
+        try:
+            lines = args.log.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise UserError(f"{args.log}: cannot read the log: {exc.strerror or exc}") from None
+    for line in render(read_trace(lines), args.pod):
+        print(line)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse printed the usage error (or --help)
+        return int(exc.code or 0)
+    configure_logging(args.log_level, args.log_format)
+    try:
+        code: int = args.run(args)
+        return code
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

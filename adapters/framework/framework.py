@@ -1,0 +1,385 @@
+"""Framework: one profile's plugins and how each extension point runs them.
+
+This module owns the semantics of kube-scheduler's frameworkImpl for one profile: the
+ordered plugins of every extension point and the score weights (filled in by
+`adapters.framework.profile`), and the ``run_*`` methods that call them in order with
+kube-scheduler's rules: PreFilter node subsets intersect and a rejection stops the
+point; Filter is batched (one call per plugin over the nodes still feasible, so the
+first plugin that rejects a node is the one reported) and honours nominated pods;
+PostFilter stops at the first plugin that succeeds; Score runs NormalizeScore, checks
+the range and applies weights; Reserve stops at the first failure and Unreserve runs
+every Reserve plugin in reverse; Permit collects Wait timeouts; Bind takes the first
+plugin that does not Skip. It also formats the "0/N nodes are available" message.
+The scheduling loop that calls these lives in `adapters.framework.scheduler`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from actors.abi import SUCCESS, Code, NodeScore, PostFilterResult, Status
+from adapters.framework.cycle_state import CycleState
+from adapters.framework.plugins.base import EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, Plugin
+from adapters.framework.pods import KubeObject, PodInfo, pod_key
+from adapters.framework.results import PASSED, CycleTrace
+from adapters.framework.snapshot import NodeInfo
+from adapters.framework.waiting_pods import MAX_PERMIT_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from adapters.framework.handle import SchedulerHandle
+
+log = structlog.get_logger("adapters.framework")
+
+
+def _error(point: str, plugin: str, status: Status) -> Status:
+    return Status(Code.ERROR, f"running {point} plugin {plugin!r}: {status.reason or status.code.label}", plugin)
+
+
+#: How a status with several reasons separates them (each counts on its own in the message).
+REASON_SEPARATOR = "; "
+
+
+def _trace_text(status: Status) -> str:
+    """A status as --explain shows it under its plugin's name."""
+    if status.ok:
+        return PASSED
+    return status.reason if status.reason else status.code.label
+
+
+@dataclass
+class Diagnosis:
+    """Why no node fits: each node's status and what PreFilter/PostFilter said."""
+
+    statuses: dict[str, Status] = field(default_factory=dict)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+    #: Plugins that rejected the pod somewhere (an event they care about may help it).
+    unschedulable_plugins: set[str] = field(default_factory=set)
+
+    def message(self, num_nodes: int) -> str:
+        """kube-scheduler's FitError text, each reason followed by its plugin.
+
+        A status carrying several reasons separates them with `REASON_SEPARATOR`.
+        """
+        text = f"0/{num_nodes} nodes are available:"
+        if self.pre_filter_msg:
+            text += f" {self.pre_filter_msg.rstrip('.')}."
+        else:
+            histogram: dict[str, int] = {}
+            for status in self.statuses.values():
+                for reason in (status.reason or status.code.label).split(REASON_SEPARATOR):
+                    label = f"{reason} ({status.plugin})" if status.plugin else reason
+                    histogram[label] = histogram.get(label, 0) + 1
+            if histogram:
+                text += " " + ", ".join(sorted(f"{n} {r}" for r, n in histogram.items())) + "."
+        if self.post_filter_msg:
+            text += f" {self.post_filter_msg.rstrip('.')}."
+        return text
+
+
+class Framework:
+    """The plugins of one profile, per extension point, and how they run."""
+
+    def __init__(self, profile_name: str, handle: SchedulerHandle,
+                 percentage_of_nodes_to_score: int | None = None) -> None:
+        self.profile_name = profile_name
+        self.handle = handle
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        #: Every plugin of the profile by name (each once, whatever points it serves).
+        self.plugins: dict[str, Plugin] = {}
+        self.points: dict[str, list[Plugin]] = {point: [] for point in EXTENSION_POINTS}
+        self.score_weights: dict[str, int] = {}
+        self.log = log.bind(profile=profile_name)
+
+    def has(self, point: str) -> bool:
+        return bool(self.points.get(point))
+
+    def names(self, point: str) -> list[str]:
+        return [p.name for p in self.points.get(point, ())]
+
+    def stop(self) -> None:
+        """Stop every plugin (wasm plugins stop their actors)."""
+        for plugin in self.plugins.values():
+            try:
+                plugin.stop()
+            except Exception:  # noqa: BLE001 - one plugin failing to stop must not keep the others alive
+                self.log.exception("plugin.stop_failed", plugin=plugin.name)
+
+    def _call(self, point: str, plugin: Plugin, pod: KubeObject, func: Any, *args: Any) -> Any:
+        started = time.perf_counter()
+        result = func(*args)
+        self.log.debug("plugin.called", plugin=plugin.name, extension_point=point.lower(), pod=pod_key(pod),
+                       duration_ms=round((time.perf_counter() - started) * 1000, 3))
+        return result
+
+    @staticmethod
+    def _started(state: CycleState, plugin: Plugin) -> bool:
+        """False for a plugin whose PreFilter did not run this cycle (an earlier one rejected)."""
+        return plugin.name not in state.not_started
+
+    # --- PreFilter ---------------------------------------------------------------------
+
+    def run_pre_filter(self, state: CycleState, pod: KubeObject,
+                       trace: CycleTrace | None = None) -> tuple[frozenset[str] | None, Status]:
+        """(node subset or None for all, status); a rejection stops the point."""
+        subset: frozenset[str] | None = None
+        contributors: list[str] = []
+        plugins = self.points["pre_filter"]
+        for i, plugin in enumerate(plugins):
+            result = self._call("PreFilter", plugin, pod, plugin.pre_filter, state, pod)
+            status = result.status
+            if trace is not None:
+                trace.pre_filter.append((plugin.name, _trace_text(status)))
+            if status.code == Code.SKIP:
+                state.skip_filter_plugins.add(plugin.name)
+                continue
+            if not status.ok:
+                state.not_started.update(p.name for p in plugins[i + 1:])
+                if status.is_rejection:
+                    return None, status.with_plugin(plugin.name)
+                return None, _error("PreFilter", plugin.name, status)
+            if result.node_names is not None:
+                contributors.append(plugin.name)
+                subset = result.node_names if subset is None else subset & result.node_names
+                if not subset:
+                    state.not_started.update(p.name for p in plugins[i + 1:])
+                    return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                        f"node(s) didn't satisfy plugin(s) [{' '.join(contributors)}] simultaneously",
+                                        plugin.name)
+        return subset, SUCCESS
+
+    # --- Filter ------------------------------------------------------------------------
+
+    def run_filter(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo],
+                   trace: CycleTrace | None = None) -> tuple[dict[str, Status], Status]:
+        """(each node's status: Success or the first rejection, Error status or Success)."""
+        statuses: dict[str, Status] = {}
+        remaining = list(nodes)
+        for plugin in self.points["filter"]:
+            if not remaining:
+                break
+            if plugin.name in state.skip_filter_plugins or not self._started(state, plugin):
+                continue
+            results = self._call("Filter", plugin, pod, plugin.filter_nodes, state, pod, remaining)
+            passed = []
+            for node in remaining:
+                status = results.get(node.name)
+                if status is None:
+                    status = Status(Code.ERROR, f"returned no status for node {node.name}", plugin.name)
+                if trace is not None:
+                    trace.node(node.name).filters.append((plugin.name, _trace_text(status)))
+                if status.ok:
+                    passed.append(node)
+                elif status.is_rejection:
+                    statuses[node.name] = status.with_plugin(plugin.name)
+                else:
+                    return statuses, _error("Filter", plugin.name, status)
+            remaining = passed
+        for node in remaining:
+            statuses[node.name] = SUCCESS
+            if trace is not None and not trace.node(node.name).filters:
+                trace.node(node.name).filters.append(("(no filter plugins)", PASSED))
+        return statuses, SUCCESS
+
+    def run_filter_with_nominated(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+                                  trace: CycleTrace | None = None) -> tuple[dict[str, Status], Status]:
+        """Filter as if pods nominated to a node with at least this pod's priority ran there.
+
+        A node that has such pods must pass with them added (and, as `run_filter` does
+        for every node, without them): the pod must not take room preemption freed for
+        a more important pod.
+        """
+        nominations = self.handle.nominator.by_node()
+        if not nominations:
+            return self.run_filter(state, pod.pod, nodes, trace)
+        statuses: dict[str, Status] = {}
+        batch: list[NodeInfo] = []
+        for node in nodes:
+            nominated = [p for p in nominations.get(node.name, ())
+                         if p.uid != pod.uid and p.priority >= pod.priority]
+            if nominated:
+                status = self._filter_with_pods_added(state, pod.pod, node, nominated)
+                if status.code == Code.ERROR:
+                    return statuses, status
+                if not status.ok:
+                    statuses[node.name] = status
+                    if trace is not None:
+                        trace.node(node.name).filters.append(
+                            (status.plugin or "(nominated pods)",
+                             f"{_trace_text(status)} (counting the pods nominated to the node)"))
+                    continue
+            batch.append(node)
+        batch_statuses, error = self.run_filter(state, pod.pod, batch, trace)
+        statuses.update(batch_statuses)
+        return statuses, error
+
+    def _filter_with_pods_added(self, state: CycleState, pod: KubeObject, node: NodeInfo,
+                                added: Sequence[PodInfo]) -> Status:
+        state = state.clone()
+        for other in added:
+            node = node.with_pod(other)
+            status = self.run_add_pod(state, pod, other.pod, node)
+            if not status.ok:
+                return status
+        statuses, error = self.run_filter(state, pod, [node])
+        return error if not error.ok else statuses[node.name]
+
+    def run_add_pod(self, state: CycleState, pod: KubeObject, added: KubeObject, node: NodeInfo) -> Status:
+        for plugin in self.points["pre_filter_extensions"]:
+            if plugin.name in state.skip_filter_plugins or not self._started(state, plugin):
+                continue
+            status = self._call("AddPod", plugin, pod, plugin.add_pod, state, pod, added, node)
+            if not status.ok:
+                return _error("AddPod", plugin.name, status)
+        return SUCCESS
+
+    def run_remove_pod(self, state: CycleState, pod: KubeObject, removed: KubeObject, node: NodeInfo) -> Status:
+        for plugin in self.points["pre_filter_extensions"]:
+            if plugin.name in state.skip_filter_plugins or not self._started(state, plugin):
+                continue
+            status = self._call("RemovePod", plugin, pod, plugin.remove_pod, state, pod, removed, node)
+            if not status.ok:
+                return _error("RemovePod", plugin.name, status)
+        return SUCCESS
+
+    # --- PostFilter --------------------------------------------------------------------
+
+    def run_post_filter(self, state: CycleState, pod: KubeObject,
+                        statuses: Mapping[str, Status]) -> tuple[PostFilterResult | None, Status]:
+        result: PostFilterResult | None = None
+        reasons: list[str] = []
+        rejector = ""
+        for plugin in self.points["post_filter"]:
+            if not self._started(state, plugin):
+                continue
+            r = self._call("PostFilter", plugin, pod, plugin.post_filter, state, pod, statuses)
+            status = r.status
+            if status.ok:
+                return r, status.with_plugin(plugin.name)
+            if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return r, status.with_plugin(plugin.name)
+            if not status.is_rejection:
+                return None, _error("PostFilter", plugin.name, status)
+            if r.nominated_node_name:
+                result = r
+            if status.reason:
+                reasons.append(status.reason)
+            rejector = rejector or plugin.name
+        return result, Status(Code.UNSCHEDULABLE, ", ".join(reasons), rejector)
+
+    # --- PreScore, Score ---------------------------------------------------------------
+
+    def run_pre_score(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo],
+                      trace: CycleTrace | None = None) -> Status:
+        for plugin in self.points["pre_score"]:
+            status = self._call("PreScore", plugin, pod, plugin.pre_score, state, pod, nodes)
+            if trace is not None:
+                trace.pre_score.append((plugin.name, _trace_text(status)))
+            if status.code == Code.SKIP:
+                state.skip_score_plugins.add(plugin.name)
+            elif not status.ok:
+                return _error("PreScore", plugin.name, status)
+        return SUCCESS
+
+    def run_score(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo],
+                  trace: CycleTrace | None = None) -> tuple[dict[str, dict[str, int]], Status]:
+        """node -> plugin -> weighted score, after NormalizeScore; or an Error status."""
+        totals: dict[str, dict[str, int]] = {node.name: {} for node in nodes}
+        for plugin in self.points["score"]:
+            if plugin.name in state.skip_score_plugins:
+                continue
+            result = self._call("Score", plugin, pod, plugin.score_nodes, state, pod, nodes)
+            if not result.status.ok:
+                return totals, _error("Score", plugin.name, result.status)
+            scores: Sequence[NodeScore] = result.scores
+            if len(scores) != len(nodes):
+                return totals, Status(Code.ERROR, f"Score plugin {plugin.name!r} scored {len(scores)} of "
+                                      f"{len(nodes)} nodes", plugin.name)
+            if plugin.implements("normalize_score"):
+                normalized = self._call("NormalizeScore", plugin, pod, plugin.normalize_score, state, pod, scores)
+                if not normalized.status.ok:
+                    return totals, _error("NormalizeScore", plugin.name, normalized.status)
+                scores = normalized.scores
+            weight = self.score_weights.get(plugin.name, 1)
+            for score in scores:
+                if not MIN_NODE_SCORE <= score.score <= MAX_NODE_SCORE:
+                    return totals, Status(Code.ERROR, f"plugin {plugin.name!r} returns an invalid score {score.score}, "
+                                          f"it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after "
+                                          "normalizing", plugin.name)
+                if score.name not in totals:
+                    return totals, Status(Code.ERROR, f"Score plugin {plugin.name!r} scored unknown node "
+                                          f"{score.name}", plugin.name)
+                totals[score.name][plugin.name] = score.score * weight
+                if trace is not None:
+                    trace.node(score.name).scores[plugin.name] = (score.score, score.score * weight)
+        return totals, SUCCESS
+
+    # --- Reserve, Permit ---------------------------------------------------------------
+
+    def run_reserve(self, state: CycleState, pod: KubeObject, node: str) -> Status:
+        for plugin in self.points["reserve"]:
+            status = self._call("Reserve", plugin, pod, plugin.reserve, state, pod, node)
+            if not status.ok:
+                return status.with_plugin(plugin.name) if status.is_rejection else _error("Reserve", plugin.name,
+                                                                                           status)
+        return SUCCESS
+
+    def run_unreserve(self, state: CycleState, pod: KubeObject, node: str) -> None:
+        """Every Reserve plugin's Unreserve, in reverse order."""
+        for plugin in reversed(self.points["reserve"]):
+            self._call("Unreserve", plugin, pod, plugin.unreserve, state, pod, node)
+
+    def run_permit(self, state: CycleState, pod: KubeObject, node: str) -> tuple[Status, dict[str, float]]:
+        """(Success, Wait with the waiting plugins' timeouts in seconds, or the rejection/error)."""
+        timeouts: dict[str, float] = {}
+        for plugin in self.points["permit"]:
+            result = self._call("Permit", plugin, pod, plugin.permit, state, pod, node)
+            status = result.status
+            if status.ok:
+                continue
+            if status.is_rejection:
+                return status.with_plugin(plugin.name), {}
+            if status.code == Code.WAIT:
+                timeouts[plugin.name] = min(result.timeout_ms / 1000.0, MAX_PERMIT_TIMEOUT_S)
+                continue
+            return _error("Permit", plugin.name, status), {}
+        if timeouts:
+            return Status(Code.WAIT, "", ""), timeouts
+        return SUCCESS, {}
+
+    # --- binding cycle -----------------------------------------------------------------
+
+    def run_pre_bind(self, state: CycleState, pod: KubeObject, node: str) -> Status:
+        for plugin in self.points["pre_bind"]:
+            status = self._call("PreBind", plugin, pod, plugin.pre_bind, state, pod, node)
+            if status.code == Code.SKIP:
+                continue
+            if not status.ok:
+                return status.with_plugin(plugin.name) if status.is_rejection else _error("PreBind", plugin.name,
+                                                                                           status)
+        return SUCCESS
+
+    def run_bind(self, state: CycleState, pod: KubeObject, node: str) -> Status:
+        """The first plugin that does not Skip binds; Skip if every one skipped."""
+        for plugin in self.points["bind"]:
+            status = self._call("Bind", plugin, pod, plugin.bind, state, pod, node)
+            if status.code == Code.SKIP:
+                continue
+            if not status.ok:
+                return status.with_plugin(plugin.name) if status.is_rejection else _error("Bind", plugin.name, status)
+            return status.with_plugin(plugin.name)
+        return Status(Code.SKIP, "every Bind plugin skipped the pod", "")
+
+    def run_post_bind(self, state: CycleState, pod: KubeObject, node: str) -> None:
+        for plugin in self.points["post_bind"]:
+            self._call("PostBind", plugin, pod, plugin.post_bind, state, pod, node)
+
+    def release(self, pod: KubeObject, why: str) -> None:
+        """The pod's scheduling cycle ended before Reserve: plugins may drop what they hold for it."""
+        for plugin in self.plugins.values():
+            plugin.release(pod, why)

@@ -1,0 +1,51 @@
+"""The native (Python) plugins and the in-tree registry.
+
+One module per plugin; this package maps plugin names to factories (`IN_TREE`) and
+says which of them the default profile enables through ``multiPoint`` with which
+score weights (`DEFAULT_MULTIPOINT`, kube-scheduler's defaults restricted to the
+plugins implemented here). `UPSTREAM_ONLY` names kube-scheduler plugins this
+simulator does not implement, so a configuration naming one gets a precise error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from adapters.framework.plugins.base import NativePlugin, Plugin, PluginContext
+from adapters.framework.plugins.default_binder import DefaultBinder
+from adapters.framework.plugins.default_preemption import DefaultPreemption
+from adapters.framework.plugins.node_affinity import NodeAffinity
+from adapters.framework.plugins.node_name import NodeName
+from adapters.framework.plugins.node_resources_fit import NodeResourcesFit
+from adapters.framework.plugins.node_unschedulable import NodeUnschedulable
+from adapters.framework.plugins.priority_sort import PrioritySort
+from adapters.framework.plugins.taint_toleration import TaintToleration
+
+PluginFactory = Callable[[PluginContext], Plugin]
+
+IN_TREE: Mapping[str, PluginFactory] = {
+    cls.NAME: cls
+    for cls in (PrioritySort, NodeName, NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit,
+                DefaultPreemption, DefaultBinder)
+}
+
+#: (name, weight) enabled through multiPoint by default, in kube-scheduler's order.
+DEFAULT_MULTIPOINT: tuple[tuple[str, int], ...] = (
+    ("PrioritySort", 0),
+    ("NodeUnschedulable", 0),
+    ("NodeName", 0),
+    ("TaintToleration", 3),
+    ("NodeAffinity", 2),
+    ("NodeResourcesFit", 1),
+    ("DefaultPreemption", 0),
+    ("DefaultBinder", 0),
+)
+
+UPSTREAM_ONLY = frozenset({
+    "SchedulingGates", "NodePorts", "VolumeRestrictions", "EBSLimits", "GCEPDLimits", "NodeVolumeLimits",
+    "AzureDiskLimits", "CinderLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity",
+    "NodeResourcesBalancedAllocation", "ImageLocality", "DynamicResources", "SelectorSpread",
+})
+
+__all__ = ["DEFAULT_MULTIPOINT", "IN_TREE", "UPSTREAM_ONLY", "NativePlugin", "Plugin", "PluginContext",
+           "PluginFactory"]

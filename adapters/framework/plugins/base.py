@@ -1,0 +1,219 @@
+"""The plugin contract, and the base class native plugins build on.
+
+This module owns `Plugin`, the protocol the framework calls: the extension points of
+kube-scheduler as snake_case methods with the signatures `adapters.wasm_plugin.WasmPlugin`
+has, so native and wasm plugins are called alike (Filter and Score batched over the
+candidate nodes). `NativePlugin` implements every method as a no-op and reports the
+extension points a subclass overrides as implemented; a subclass may override the
+per-node `filter`/`score` instead of the batched forms. `PluginContext` is what a
+plugin factory gets: its name, its args, the framework handle and the profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from actors.abi import (
+    DEFAULT_CLUSTER_EVENTS,
+    SUCCESS,
+    ClusterEvent,
+    Code,
+    NodeScore,
+    NormalizeScoreResult,
+    PermitResult,
+    PostFilterResult,
+    PreFilterResult,
+    ScoreResult,
+    Status,
+)
+from adapters.framework.cycle_state import CycleState
+from adapters.framework.errors import UserError
+from adapters.framework.pods import KubeObject
+from adapters.framework.snapshot import NodeInfo
+
+if TYPE_CHECKING:
+    from adapters.framework.framework import Framework
+    from adapters.framework.handle import SchedulerHandle
+    from adapters.framework.queue import QueuedPod
+
+#: Every extension point, in kube-scheduler's order.
+EXTENSION_POINTS: tuple[str, ...] = (
+    "queue_sort", "pre_filter", "filter", "pre_filter_extensions", "post_filter", "pre_score", "score",
+    "normalize_score", "reserve", "unreserve", "permit", "pre_bind", "bind", "post_bind", "enqueue_extensions",
+)
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+
+
+class Plugin(Protocol):
+    """What the framework calls; `WasmPlugin` and `NativePlugin` both are one.
+
+    Arguments are positional: implementations name them as they like.
+    """
+
+    name: str
+
+    def implements(self, point: str, /) -> bool: ...
+    def pre_filter(self, state: Any, pod: KubeObject, /) -> PreFilterResult: ...
+    def filter_nodes(self, state: Any, pod: KubeObject, nodes: Sequence[NodeInfo], /) -> dict[str, Status]: ...
+    def add_pod(self, state: Any, pod: KubeObject, pod_to_add: KubeObject, node_info: NodeInfo, /) -> Status: ...
+    def remove_pod(self, state: Any, pod: KubeObject, pod_to_remove: KubeObject, node_info: NodeInfo, /) -> Status: ...
+    def post_filter(self, state: Any, pod: KubeObject, statuses: Mapping[str, Status], /) -> PostFilterResult: ...
+    def pre_score(self, state: Any, pod: KubeObject, nodes: Sequence[NodeInfo], /) -> Status: ...
+    def score_nodes(self, state: Any, pod: KubeObject, nodes: Sequence[NodeInfo], /) -> ScoreResult: ...
+    def normalize_score(self, state: Any, pod: KubeObject, scores: Sequence[NodeScore], /) -> NormalizeScoreResult: ...
+    def reserve(self, state: Any, pod: KubeObject, node_name: str, /) -> Status: ...
+    def unreserve(self, state: Any, pod: KubeObject, node_name: str, /) -> None: ...
+    def permit(self, state: Any, pod: KubeObject, node_name: str, /) -> PermitResult: ...
+    def pre_bind(self, state: Any, pod: KubeObject, node_name: str, /) -> Status: ...
+    def bind(self, state: Any, pod: KubeObject, node_name: str, /) -> Status: ...
+    def post_bind(self, state: Any, pod: KubeObject, node_name: str, /) -> None: ...
+    def events_to_register(self, /) -> tuple[ClusterEvent, ...]: ...
+    def release(self, pod: KubeObject, why: str, /) -> None: ...
+    def stop(self, /) -> None: ...
+
+
+@dataclass
+class PluginContext:
+    """What a plugin factory gets."""
+
+    name: str
+    args: Mapping[str, Any]
+    handle: SchedulerHandle
+    framework: Framework
+    #: Where the args came from, for error messages ("sched.yaml: profile x: pluginConfig[2].args").
+    source: str = ""
+
+    def fail(self, field: str, problem: str) -> UserError:
+        return UserError(f"{self.source or self.name}: {field}: {problem}")
+
+
+#: Extension point -> the methods whose override means the point is implemented.
+_OVERRIDES: Mapping[str, tuple[str, ...]] = {
+    "queue_sort": ("less",),
+    "pre_filter": ("pre_filter",),
+    "filter": ("filter", "filter_nodes"),
+    "pre_filter_extensions": ("add_pod", "remove_pod"),
+    "post_filter": ("post_filter",),
+    "pre_score": ("pre_score",),
+    "score": ("score", "score_nodes"),
+    "normalize_score": ("normalize_score",),
+    "reserve": ("reserve", "unreserve"),
+    "unreserve": ("reserve", "unreserve"),
+    "permit": ("permit",),
+    "pre_bind": ("pre_bind",),
+    "bind": ("bind",),
+    "post_bind": ("post_bind",),
+    "enqueue_extensions": ("events_to_register",),
+}
+
+
+class NativePlugin:
+    """A plugin written in Python; subclasses override the extension points they have."""
+
+    #: The plugin's registered name (an instance may be given another).
+    NAME: ClassVar[str] = ""
+
+    def __init__(self, ctx: PluginContext | None = None, name: str = "") -> None:
+        self.name = name or (ctx.name if ctx else "") or self.NAME or type(self).__name__
+        self.ctx = ctx
+
+    def implements(self, point: str) -> bool:
+        methods = _OVERRIDES.get(point, ())
+        cls = type(self)
+        return any(getattr(cls, m) is not getattr(NativePlugin, m) for m in methods)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+    # --- QueueSort ---------------------------------------------------------------------
+
+    def less(self, a: QueuedPod, b: QueuedPod) -> bool:
+        return a.timestamp < b.timestamp
+
+    # --- scheduling cycle --------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: KubeObject) -> PreFilterResult:
+        return PreFilterResult(SUCCESS)
+
+    def filter(self, state: CycleState, pod: KubeObject, node: NodeInfo) -> Status:
+        return SUCCESS
+
+    def filter_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> dict[str, Status]:
+        return {node.name: self.filter(state, pod, node) for node in nodes}
+
+    def add_pod(self, state: CycleState, pod: KubeObject, pod_to_add: KubeObject, node_info: NodeInfo) -> Status:
+        return SUCCESS
+
+    def remove_pod(self, state: CycleState, pod: KubeObject, pod_to_remove: KubeObject,
+                   node_info: NodeInfo) -> Status:
+        return SUCCESS
+
+    def post_filter(self, state: CycleState, pod: KubeObject, statuses: Mapping[str, Status]) -> PostFilterResult:
+        return PostFilterResult(Status(Code.UNSCHEDULABLE, "", self.name))
+
+    def pre_score(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> Status:
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: KubeObject, node: NodeInfo) -> int | Status:
+        """The node's score, or a Status when scoring failed."""
+        return 0
+
+    def score_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> ScoreResult:
+        scores = []
+        for node in nodes:
+            result = self.score(state, pod, node)
+            if isinstance(result, Status):
+                return ScoreResult(Status(result.code, f"node {node.name}: {result.reason}", self.name))
+            scores.append(NodeScore(node.name, int(result)))
+        return ScoreResult(SUCCESS, tuple(scores))
+
+    def normalize_score(self, state: CycleState, pod: KubeObject, scores: Sequence[NodeScore]) -> NormalizeScoreResult:
+        return NormalizeScoreResult(SUCCESS, tuple(scores))
+
+    def reserve(self, state: CycleState, pod: KubeObject, node_name: str) -> Status:
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: KubeObject, node_name: str) -> None:
+        return None
+
+    def permit(self, state: CycleState, pod: KubeObject, node_name: str) -> PermitResult:
+        return PermitResult(SUCCESS)
+
+    # --- binding cycle -----------------------------------------------------------------
+
+    def pre_bind(self, state: CycleState, pod: KubeObject, node_name: str) -> Status:
+        return SUCCESS
+
+    def bind(self, state: CycleState, pod: KubeObject, node_name: str) -> Status:
+        return Status(Code.SKIP, "", self.name)
+
+    def post_bind(self, state: CycleState, pod: KubeObject, node_name: str) -> None:
+        return None
+
+    # --- outside every cycle -----------------------------------------------------------
+
+    def events_to_register(self) -> tuple[ClusterEvent, ...]:
+        return DEFAULT_CLUSTER_EVENTS
+
+    def release(self, pod: KubeObject, why: str) -> None:
+        """The pod's scheduling cycle ended before Reserve (nothing to undo for native plugins)."""
+
+    def stop(self) -> None:
+        """The framework shuts down."""
+
+
+def default_normalize(scores: Sequence[NodeScore], reverse: bool = False,
+                      max_priority: int = MAX_NODE_SCORE) -> tuple[NodeScore, ...]:
+    """kube-scheduler's DefaultNormalizeScore: scale to [0, max], optionally reversed."""
+    top = max((s.score for s in scores), default=0)
+    if top == 0:
+        return tuple(NodeScore(s.name, max_priority if reverse else s.score) for s in scores)
+    out = []
+    for s in scores:
+        value = max_priority * s.score // top
+        out.append(NodeScore(s.name, max_priority - value if reverse else value))
+    return tuple(out)

@@ -1,0 +1,116 @@
+"""Building a profile's Framework: making its plugins and placing them at their points.
+
+This module owns turning a `ProfileConfig` into a ready `Framework`: every enabled
+plugin is made once (a native one from the registry with its ``pluginConfig`` args;
+any plugin whose args carry ``guestURL`` is a wasm plugin, loaded with the run's one
+`GuestCompiler`), then each extension point's list is built with kube-scheduler's
+multiPoint expansion (explicit per-point entries override, multiPoint plugins follow
+in order, a plugin only lands where it `implements` the point, per-point ``disabled``
+wins), score weights are taken from ``score`` then ``multiPoint`` (0 means 1), and the
+profile must have one QueueSort and at least one Bind plugin. If anything fails,
+every plugin already made is stopped before the `UserError` propagates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import cast
+
+from adapters.framework.config import CONFIG_POINTS, PluginRef, ProfileConfig, SchedulerConfig
+from adapters.framework.errors import UserError
+from adapters.framework.framework import Framework
+from adapters.framework.handle import SchedulerHandle
+from adapters.framework.plugins import IN_TREE, UPSTREAM_ONLY, Plugin, PluginContext, PluginFactory
+from adapters.wasm_plugin import WasmPlugin
+from registry.compiler import GuestCompiler
+from registry.config import PluginConfig, PluginConfigError
+from registry.errors import GuestLoadError
+
+
+def build_framework(profile: ProfileConfig, config: SchedulerConfig, handle: SchedulerHandle,
+                    compiler: GuestCompiler, registry: Mapping[str, PluginFactory] | None = None) -> Framework:
+    """The profile's Framework with every plugin made and placed; UserError on a mistake."""
+    registry = {**IN_TREE, **(registry or {})}
+    percentage = profile.percentage_of_nodes_to_score
+    if percentage is None:
+        percentage = config.percentage_of_nodes_to_score
+    framework = Framework(profile.scheduler_name, handle, percentage)
+    try:
+        for ref in profile.needed():
+            framework.plugins[ref.name] = _make(ref, profile, config, handle, compiler, registry, framework)
+        _place(framework, profile)
+    except BaseException:
+        framework.stop()
+        raise
+    return framework
+
+
+def _make(ref: PluginRef, profile: ProfileConfig, config: SchedulerConfig, handle: SchedulerHandle,
+          compiler: GuestCompiler, registry: Mapping[str, PluginFactory], framework: Framework) -> Plugin:
+    entry = profile.plugin_args.get(ref.name)
+    if entry is not None and entry.is_wasm:
+        try:
+            plugin_config = PluginConfig.from_args(ref.name, entry.args, config.base_dir)
+        except PluginConfigError as exc:
+            raise UserError(f"{entry.where}: {exc}") from None
+        try:
+            # WasmPlugin's `Named` protocol declares a settable `name`, which NodeInfo's
+            # read-only property does not satisfy for mypy; at run time they match.
+            return cast(Plugin, WasmPlugin.load(plugin_config, compiler, handle))
+        except GuestLoadError as exc:
+            raise UserError(f"{entry.where}: args.guestURL: {exc}") from None
+    factory = registry.get(ref.name)
+    if factory is None:
+        if ref.name in UPSTREAM_ONLY:
+            problem = f"{ref.name!r} is a kube-scheduler plugin this simulator does not implement; disable it"
+        else:
+            problem = (f"unknown plugin {ref.name!r} (native plugins: {', '.join(sorted(registry))}; a wasm plugin "
+                       "needs a pluginConfig entry of that name whose args carry guestURL)")
+        raise UserError(f"{profile.where}: {ref.where}.name: {problem}")
+    ctx = PluginContext(ref.name, entry.args if entry else {}, handle, framework,
+                        f"{entry.where}: args" if entry else f"{profile.where}: {ref.where}")
+    return factory(ctx)
+
+
+def _place(framework: Framework, profile: ProfileConfig) -> None:
+    plugins = framework.plugins
+    multi = profile.plugins["multiPoint"]
+    for config_point, point in CONFIG_POINTS.items():
+        pset = profile.plugins[config_point]
+        explicit: list[str] = []
+        for ref in pset.enabled:
+            if not plugins[ref.name].implements(point):
+                raise UserError(f"{profile.where}: {ref.where}.name: plugin {ref.name!r} does not extend "
+                                f"{config_point}")
+            if ref.name in explicit:
+                raise UserError(f"{profile.where}: {ref.where}.name: plugin {ref.name!r} is enabled twice")
+            explicit.append(ref.name)
+        order = list(explicit)
+        if "*" not in pset.disabled:
+            overrides: list[str] = []
+            from_multi: list[str] = []
+            for ref in multi.enabled:
+                if not plugins[ref.name].implements(point) or ref.name in pset.disabled:
+                    continue
+                if ref.name in explicit:
+                    overrides.append(ref.name)
+                    continue
+                if ref.name in from_multi:
+                    raise UserError(f"{profile.where}: {ref.where}.name: plugin {ref.name!r} is enabled twice")
+                from_multi.append(ref.name)
+            order = overrides + from_multi + [n for n in explicit if n not in overrides]
+        framework.points[point] = [plugins[n] for n in order]
+    framework.points["unreserve"] = list(framework.points["reserve"])
+    framework.points["pre_filter_extensions"] = [
+        p for p in framework.points["pre_filter"] if p.implements("pre_filter_extensions")]
+    framework.points["normalize_score"] = [p for p in framework.points["score"] if p.implements("normalize_score")]
+    framework.points["enqueue_extensions"] = [p for p in plugins.values() if p.implements("enqueue_extensions")]
+    for ref in (*profile.plugins["score"].enabled, *multi.enabled):
+        if ref.name in framework.score_weights or plugins[ref.name] not in framework.points["score"]:
+            continue
+        framework.score_weights[ref.name] = ref.weight or 1
+    if len(framework.points["queue_sort"]) != 1:
+        raise UserError(f"{profile.where}: plugins: exactly one queueSort plugin is needed, got "
+                        f"{len(framework.points['queue_sort'])} ({', '.join(framework.names('queue_sort'))})")
+    if not framework.points["bind"]:
+        raise UserError(f"{profile.where}: plugins: at least one bind plugin is needed")

@@ -1,0 +1,258 @@
+"""The cluster as the scheduler sees it: nodes, the pods on them, and what they use.
+
+This module owns `NodeInfo` (a node dict with its allocatable resources, its pods and
+what they request: immutable, a change makes a new one), `Snapshot` (the scheduler's
+cache: assume, forget, bind and evict pods, under one lock because binding cycles run
+on worker threads) and `SnapshotView` (the frozen picture one scheduling cycle works
+on, taken at its start, as kube-scheduler's UpdateSnapshot does). Node dicts are
+replaced, never edited, when a node changes (a bound pod's images appear on it), so
+encodings cached by object identity stay valid. Nodes are listed in kube-scheduler's
+node-tree order: zones interleaved round-robin.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapters.framework.pods import KubeObject, PodInfo, pod_images, with_changes
+from adapters.framework.resources import Resources
+
+ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
+
+
+def node_name(node: KubeObject) -> str:
+    return str((node.get("metadata") or {}).get("name", ""))
+
+
+def node_labels(node: KubeObject) -> Mapping[str, str]:
+    return (node.get("metadata") or {}).get("labels") or {}
+
+
+def zone_key(node: KubeObject) -> str:
+    labels = node_labels(node)
+    region = next((labels[k] for k in REGION_LABELS if labels.get(k)), "")
+    zone = next((labels[k] for k in ZONE_LABELS if labels.get(k)), "")
+    return f"{region}:\x00:{zone}" if region or zone else ""
+
+
+def node_tree_order(nodes: Sequence[KubeObject]) -> list[KubeObject]:
+    """kube-scheduler's NodeTree listing: one node of each zone in turn."""
+    zones: dict[str, list[KubeObject]] = {}
+    for node in nodes:
+        zones.setdefault(zone_key(node), []).append(node)
+    ordered: list[KubeObject] = []
+    columns = list(zones.values())
+    for i in range(max((len(c) for c in columns), default=0)):
+        ordered.extend(column[i] for column in columns if i < len(column))
+    return ordered
+
+
+def normalized_image(name: str) -> str:
+    """An image name with the tag Kubernetes assumes when none is given."""
+    last = name.rsplit("/", 1)[-1]
+    return name if ":" in last or "@" in last else f"{name}:latest"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NodeInfo:
+    """A node and the pods on it (running, bound or assumed)."""
+
+    node: KubeObject
+    allocatable: Resources
+    pods: tuple[PodInfo, ...] = ()
+    requested: Resources = field(default_factory=Resources)
+    non_zero_requested: Resources = field(default_factory=Resources)
+    #: metadata.name of `node` (read on every Filter and Score of every node: kept).
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", node_name(self.node))
+
+    @classmethod
+    def of(cls, node: KubeObject, allocatable: Resources, pods: Iterable[PodInfo] = ()) -> NodeInfo:
+        info = cls(node, allocatable)
+        for pod in pods:
+            info = info.with_pod(pod)
+        return info
+
+    def with_pod(self, pod: PodInfo) -> NodeInfo:
+        return NodeInfo(self.node, self.allocatable, (*self.pods, pod),
+                        self.requested + pod.requests.requested,
+                        self.non_zero_requested + pod.requests.non_zero)
+
+    def without_pod(self, uid: str) -> NodeInfo:
+        gone = next((p for p in self.pods if p.uid == uid), None)
+        if gone is None:
+            return self
+        return NodeInfo(self.node, self.allocatable, tuple(p for p in self.pods if p.uid != uid),
+                        self.requested - gone.requests.requested,
+                        self.non_zero_requested - gone.requests.non_zero)
+
+    def with_node(self, node: KubeObject) -> NodeInfo:
+        return NodeInfo(node, self.allocatable, self.pods, self.requested, self.non_zero_requested)
+
+    def images(self) -> dict[str, int]:
+        """image name -> size in bytes, from the node's status.images."""
+        sizes: dict[str, int] = {}
+        for image in (self.node.get("status") or {}).get("images") or ():
+            size = image.get("sizeBytes") or 0
+            for name in image.get("names") or ():
+                sizes[str(name)] = int(size) if isinstance(size, int) else 0
+        return sizes
+
+
+class SnapshotView:
+    """The nodes one scheduling cycle sees; never changes once taken."""
+
+    def __init__(self, nodes: Sequence[NodeInfo], generation: int) -> None:
+        self.node_infos: tuple[NodeInfo, ...] = tuple(nodes)
+        self.generation = generation
+        self._by_name = {info.name: info for info in self.node_infos}
+        self.node_dicts: tuple[KubeObject, ...] = tuple(info.node for info in self.node_infos)
+        self._image_nodes: dict[str, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.node_infos)
+
+    def get(self, name: str) -> NodeInfo | None:
+        return self._by_name.get(name)
+
+    def image_states(self, name: str) -> dict[str, dict[str, int]]:
+        info = self._by_name.get(name)
+        if info is None:
+            return {}
+        counts = self._image_nodes
+        if counts is None:
+            counts = {}
+            for other in self.node_infos:
+                for image in other.images():
+                    counts[image] = counts.get(image, 0) + 1
+            self._image_nodes = counts
+        return {image: {"Size": size, "NumNodes": counts.get(image, 1)} for image, size in info.images().items()}
+
+
+@dataclass(slots=True)
+class _PodState:
+    info: PodInfo
+    node: str
+    bound: bool
+
+
+class Snapshot:
+    """The scheduler's cache of the cluster; every method is safe from any thread."""
+
+    def __init__(self, nodes: Iterable[NodeInfo]) -> None:
+        self._lock = threading.Lock()
+        ordered = node_tree_order([n.node for n in nodes])
+        by_name = {n.name: n for n in nodes}
+        self._nodes: dict[str, NodeInfo] = {node_name(n): by_name[node_name(n)] for n in ordered}
+        self._pods: dict[str, _PodState] = {}
+        for info in self._nodes.values():
+            for pod in info.pods:
+                self._pods[pod.uid] = _PodState(pod, info.name, True)
+        self._generation = 0
+        self._view = SnapshotView(tuple(self._nodes.values()), 0)
+
+    # --- what a cycle sees -------------------------------------------------------------
+
+    @property
+    def view(self) -> SnapshotView:
+        """The view of the scheduling cycle in progress (the last `update_view`)."""
+        return self._view
+
+    def update_view(self) -> SnapshotView:
+        """Take the picture the next scheduling cycle works on."""
+        with self._lock:
+            if self._view.generation != self._generation:
+                self._view = SnapshotView(tuple(self._nodes.values()), self._generation)
+            return self._view
+
+    def node_info(self, name: str) -> NodeInfo | None:
+        with self._lock:
+            return self._nodes.get(name)
+
+    def location(self, uid: str) -> tuple[str, bool] | None:
+        """(node name, bound?) of a pod the cache holds, else None."""
+        with self._lock:
+            state = self._pods.get(uid)
+            return (state.node, state.bound) if state else None
+
+    # --- changes -----------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        self._generation += 1
+
+    def assume(self, pod: PodInfo, node: str) -> PodInfo:
+        """Count the pod on `node` before it is bound; the assumed pod (nodeName set)."""
+        assumed = pod.with_pod(with_changes(pod.pod, node_name=node, nominated=""))
+        with self._lock:
+            if pod.uid in self._pods:
+                raise ValueError(f"pod {pod.key} is already in the cache")
+            self._nodes[node] = self._nodes[node].with_pod(assumed)
+            self._pods[pod.uid] = _PodState(assumed, node, False)
+            self._changed()
+        return assumed
+
+    def forget(self, uid: str) -> bool:
+        """Undo `assume` (binding failed); False if the pod is not assumed."""
+        with self._lock:
+            state = self._pods.get(uid)
+            if state is None or state.bound:
+                return False
+            del self._pods[uid]
+            self._nodes[state.node] = self._nodes[state.node].without_pod(uid)
+            self._changed()
+            return True
+
+    def bind(self, uid: str, node: str) -> str:
+        """Mark an assumed pod bound to `node`; "" on success, else why not."""
+        with self._lock:
+            state = self._pods.get(uid)
+            if state is None:
+                return "the pod is no longer in the cluster (it was deleted or preempted)"
+            if state.node != node:
+                return f"the pod is assumed on node {state.node}, not {node}"
+            if state.bound:
+                return ""
+            state.bound = True
+            info = self._nodes[node]
+            images = info.images()
+            missing = [normalized_image(i) for i in pod_images(state.info.pod)]
+            missing = [i for i in dict.fromkeys(missing) if i not in images]
+            if missing:
+                info = info.with_node(_with_images(info.node, missing, self._known_sizes(missing)))
+            self._nodes[node] = info
+            self._changed()
+            return ""
+
+    def evict(self, uid: str) -> tuple[PodInfo, str, bool] | None:
+        """Delete a pod (a preemption victim); (its info, node, was bound) or None."""
+        with self._lock:
+            state = self._pods.pop(uid, None)
+            if state is None:
+                return None
+            self._nodes[state.node] = self._nodes[state.node].without_pod(uid)
+            self._changed()
+            return state.info, state.node, state.bound
+
+    def _known_sizes(self, images: Sequence[str]) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        for info in self._nodes.values():
+            for name, size in info.images().items():
+                if name in images:
+                    sizes[name] = max(size, sizes.get(name, 0))
+        return sizes
+
+
+def _with_images(node: KubeObject, names: Sequence[str], sizes: Mapping[str, int]) -> dict[str, Any]:
+    """A new node dict whose status.images also lists `names` (pulled by a bound pod)."""
+    status = dict(node.get("status") or {})
+    status["images"] = [*(status.get("images") or ()),
+                        *({"names": [name], "sizeBytes": sizes.get(name, 0)} for name in names)]
+    new = dict(node)
+    new["status"] = status
+    return new
