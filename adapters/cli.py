@@ -10,6 +10,7 @@ exactly one JSON document.
     wasm-scheduler simulate [--config SCHED.yaml] [--cluster CLUSTER.yaml]
                             [--output table|json] [--explain POD]
     wasm-scheduler trace LOGFILE [--pod NAME]
+    wasm-scheduler extender --config SCHED.yaml [--listen 127.0.0.1:8888] [--cluster SNAPSHOT.yaml]
 """
 
 from __future__ import annotations
@@ -71,6 +72,25 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--pod", default="", help="only pods whose namespace/name contains this")
     _logging_options(trace, top=False)
     trace.set_defaults(run=run_trace)
+
+    ext = commands.add_parser(
+        "extender", help="serve the wasm plugins to a real kube-scheduler (HTTP extender API)",
+        description="Serve the wasm plugins of a KubeSchedulerConfiguration at /filter, /prioritize, /bind and "
+                    "/preempt, for kube-scheduler's `extenders:` (see examples/extender-scheduler-config.yaml). "
+                    "Runs until SIGINT or SIGTERM.")
+    ext.add_argument("--config", type=Path, required=True, metavar="SCHED.yaml",
+                     help="KubeSchedulerConfiguration whose pluginConfig names the wasm guests")
+    ext.add_argument("--listen", default="127.0.0.1:8888", metavar="HOST:PORT", help="default: 127.0.0.1:8888")
+    ext.add_argument("--cluster", type=Path, metavar="SNAPSHOT.yaml",
+                     help="nodes (and pods) for node-cache-capable mode; reloaded when the file changes")
+    ext.add_argument("--bind-timeout", type=float, default=30.0, metavar="SECONDS",
+                     help="reclaim a pod's instance when its bind has not come after prioritize (default: 30)")
+    ext.add_argument("--no-bind", action="store_true",
+                     help="kube-scheduler binds (no bindVerb): instances stay in the scheduling slot")
+    ext.add_argument("--kubeconfig", default="", help="credentials to create Bindings (default: in-cluster)")
+    ext.add_argument("--api-server", default="", metavar="URL", help="API server URL to create Bindings at")
+    _logging_options(ext, top=False)
+    ext.set_defaults(run=run_extender)
     return parser
 
 
@@ -109,6 +129,15 @@ def run_trace(args: argparse.Namespace) -> int:
     for line in render(read_trace(lines), args.pod):
         print(line)
     return 0
+
+
+def run_extender(args: argparse.Namespace) -> int:
+    from adapters.extender.command import ExtenderOptions, serve
+
+    if args.bind_timeout <= 0:
+        raise UserError(f"--bind-timeout {args.bind_timeout}: must be positive")
+    return serve(ExtenderOptions(args.config, args.listen, args.cluster, args.bind_timeout, not args.no_bind,
+                                 args.kubeconfig, args.api_server))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import cast
 
-from adapters.framework.config import CONFIG_POINTS, PluginRef, ProfileConfig, SchedulerConfig
+from actors.handle import FrameworkHandle
+from adapters.framework.config import CONFIG_POINTS, PluginArgs, PluginRef, ProfileConfig, SchedulerConfig
 from adapters.framework.errors import UserError
 from adapters.framework.framework import Framework
 from adapters.framework.handle import SchedulerHandle
@@ -49,16 +50,7 @@ def _make(ref: PluginRef, profile: ProfileConfig, config: SchedulerConfig, handl
           compiler: GuestCompiler, registry: Mapping[str, PluginFactory], framework: Framework) -> Plugin:
     entry = profile.plugin_args.get(ref.name)
     if entry is not None and entry.is_wasm:
-        try:
-            plugin_config = PluginConfig.from_args(ref.name, entry.args, config.base_dir)
-        except PluginConfigError as exc:
-            raise UserError(f"{entry.where}: {exc}") from None
-        try:
-            # WasmPlugin's `Named` protocol declares a settable `name`, which NodeInfo's
-            # read-only property does not satisfy for mypy; at run time they match.
-            return cast(Plugin, WasmPlugin.load(plugin_config, compiler, handle))
-        except GuestLoadError as exc:
-            raise UserError(f"{entry.where}: args.guestURL: {exc}") from None
+        return cast(Plugin, load_wasm_plugin(ref.name, entry, config, compiler, handle))
     factory = registry.get(ref.name)
     if factory is None:
         if ref.name in UPSTREAM_ONLY:
@@ -70,6 +62,19 @@ def _make(ref: PluginRef, profile: ProfileConfig, config: SchedulerConfig, handl
     ctx = PluginContext(ref.name, entry.args if entry else {}, handle, framework,
                         f"{entry.where}: args" if entry else f"{profile.where}: {ref.where}")
     return factory(ctx)
+
+
+def load_wasm_plugin(name: str, entry: PluginArgs, config: SchedulerConfig, compiler: GuestCompiler,
+                     handle: FrameworkHandle | None) -> WasmPlugin:
+    """The wasm plugin a pluginConfig entry describes, loaded; UserError naming the entry if not."""
+    try:
+        plugin_config = PluginConfig.from_args(name, entry.args, config.base_dir)
+    except PluginConfigError as exc:
+        raise UserError(f"{entry.where}: {exc}") from None
+    try:
+        return WasmPlugin.load(plugin_config, compiler, handle)
+    except GuestLoadError as exc:
+        raise UserError(f"{entry.where}: args.guestURL: {exc}") from None
 
 
 def _place(framework: Framework, profile: ProfileConfig) -> None:
