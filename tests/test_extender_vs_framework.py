@@ -3,8 +3,9 @@ the same nodes.
 
 The profile is wasm-only (plus the queue sort and binder every profile needs): Parity
 filters out nodes with an odd last digit, NodeNumber scores 100 the node whose last
-digit is the pod's; the pods' digits are even, so each has exactly one best node. A small driver plays kube-scheduler against the extender: filter,
-prioritize, pick the best node, bind (to a recording stand-in for the API server).
+digit is the pod's; the pods' digits are even, so each has exactly one best node. A
+small driver plays kube-scheduler against the extender: filter, prioritize, pick the
+best node, bind (to a recording stand-in for the API server).
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from adapters.framework.cluster import load_cluster
 from adapters.framework.config import SchedulerConfig, load_config
 from adapters.framework.errors import UserError
 from adapters.framework.profile import load_wasm_plugin
-from adapters.wasm_plugin import WasmPlugin
 from registry.compiler import GuestCompiler
 
 log = structlog.get_logger("adapters.extender")
