@@ -184,6 +184,12 @@ class SupervisorActor(pykka.ThreadingActor):
         self._idle[self._start_actor()] = self.clock()
 
     def on_stop(self) -> None:
+        # Assignments still held end here, so a log shows every instance released.
+        held = ([self._slot] if self._slot is not None else []) + list(self._binding.items())
+        for pod_uid, instance_id in held:
+            if instance_id != _TOMBSTONE:
+                self.log.info("assignment.released", instance=instance_id, pod_uid=pod_uid,
+                              pod=self._slot_pod if self._slot and self._slot[0] == pod_uid else "", why="shutdown")
         for ref in self._actors.values():
             ref.stop(block=False)
         self.log.info("pool.stopped", started=self._started, discarded=self._discarded)

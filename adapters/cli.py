@@ -16,9 +16,12 @@ exactly one JSON document.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -126,8 +129,16 @@ def run_trace(args: argparse.Namespace) -> int:
             lines = args.log.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
             raise UserError(f"{args.log}: cannot read the log: {exc.strerror or exc}") from None
-    for line in render(read_trace(lines), args.pod):
+    trace = read_trace(lines)
+    for line in render(trace, args.pod):
         print(line)
+    problems = {uid: found for uid, found in trace.problems.items()
+                if not args.pod or args.pod in (uid, trace.pods[uid].pod)}
+    if trace.skipped_lines:
+        print(f"({trace.skipped_lines} line(s) were not JSON and were skipped)", file=sys.stderr)
+    if problems:
+        print(f"{len(problems)} pod(s) had a cycle served by more than one instance", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -147,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse printed the usage error (or --help)
         return int(exc.code or 0)
     configure_logging(args.log_level, args.log_format)
+    previous = _terminate_on_sigterm()
     try:
         code: int = args.run(args)
         return code
@@ -156,6 +168,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate_on_sigterm() -> Any:
+    """SIGTERM interrupts like SIGINT, so a command stops every actor and thread on the way
+    out (the `with` blocks and `finally` clauses run) instead of dying mid-cycle."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)
 
 
 if __name__ == "__main__":

@@ -50,5 +50,29 @@ def configure_logging(level: str = "warning", fmt: str = "console") -> None:
         logger_factory=_StderrLoggerFactory(),
         cache_logger_on_first_use=False,
     )
-    logging.basicConfig(stream=sys.stderr, level=number, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(_JsonFormatter())  # every line of a JSON log is JSON
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=number, force=True, handlers=[handler])
+    # Pykka's own lifecycle chatter (actor registered/started) is below our debug.
+    logging.getLogger("pykka").setLevel(max(number, logging.INFO))
+
+
+class _JsonFormatter(logging.Formatter):
+    """Standard-library log records (Pykka's) as the same JSON objects structlog writes."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import datetime
+        import json
+
+        line: dict[str, Any] = {
+            "event": record.getMessage(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "timestamp": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).isoformat(),
+        }
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line)

@@ -1,0 +1,90 @@
+"""From the log alone: every pod's cycle was served by one instance, every instance was
+released, and the outcome of each pod can be read back.
+
+The default example has pods that are rejected (unschedulable), pods that preempt
+others, and pods that are bound, so every path of the assignment lifecycle shows up.
+"""
+
+from __future__ import annotations
+
+import json
+
+from adapters.cli import main
+from adapters.trace import read_trace, render
+
+
+def run_simulate_with_json_logs(capsys) -> tuple[dict, list[dict], list[str]]:
+    assert main(["--log-format", "json", "--log-level", "debug", "simulate", "--output", "json"]) == 0
+    out, err = capsys.readouterr()
+    lines = [line for line in err.splitlines() if line.strip()]
+    return json.loads(out), [json.loads(line) for line in lines], lines
+
+
+def test_every_cycle_has_one_instance_and_every_instance_is_released(capsys) -> None:
+    report, records, lines = run_simulate_with_json_logs(capsys)
+    statuses = {p["status"] for p in report["pods"]}
+    assert {"Scheduled", "Unschedulable"} <= statuses
+    assert any(r["event"] == "cycle.finished" and "preempt" in json.dumps(r).lower() for r in records) or \
+        any("preempt" in (p.get("reason") or "") for p in report["pods"])
+
+    # Every line that concerns a guest call carries the context fields.
+    calls = [r for r in records if r["event"] == "call.finished"]
+    assert calls
+    for call in calls:
+        assert {"plugin", "instance", "pod", "pod_uid", "extension_point", "phase", "duration_ms"} <= set(call)
+
+    trace = read_trace(lines)
+    assert trace.skipped_lines == 0
+    assert trace.problems == {}, trace.problems
+    assert trace.open_cycles == [], "an assignment was never released"
+    pending = {f"{p['namespace']}/{p['name']}" for p in report["pods"]}
+    traced = {pod.pod for pod in trace.pods.values() if pod.cycles}
+    assert pending <= traced, "every pending pod's cycle shows in the log"
+    for pod in trace.pods.values():
+        for cycle in pod.cycles:
+            assert len(cycle.instances) == 1
+            assert cycle.ended, (pod.pod, cycle)
+
+    # A bound pod: acquired or reassigned, to binding, released after postbind, on one instance.
+    bound = next(p for p in report["pods"] if p["status"] == "Scheduled")
+    pod_trace = trace.pods[bound["uid"]]
+    last = pod_trace.cycles[-1]
+    points = [point for point, _instance, _phase in last.calls]
+    assert points[0] == "prefilter" and "prescore" in points and "score" in points and "postbind" in points
+    assert any("to binding" in e for e in last.events) and last.ended.startswith("released (postbind)")
+    assert any("bound" in outcome or "Scheduled" in outcome or "scheduled" in outcome
+               for outcome in pod_trace.outcomes), pod_trace.outcomes
+
+    # A rejected pod's instance went to the next pod (reassigned), or was released.
+    rejected = next(p for p in report["pods"] if p["status"] == "Unschedulable")
+    for cycle in trace.pods[rejected["uid"]].cycles:
+        assert cycle.ended.startswith(("reassigned", "released"))
+
+
+def test_trace_flags_a_cycle_served_by_two_instances() -> None:
+    def line(event: str, **fields: str) -> str:
+        return json.dumps({"event": event, "plugin": "P", **fields})
+
+    log = [
+        line("assignment.acquired", instance="P-1", pod="ns/a", pod_uid="a"),
+        line("call.finished", instance="P-1", pod="ns/a", pod_uid="a", extension_point="prefilter"),
+        line("call.finished", instance="P-2", pod="ns/a", pod_uid="a", extension_point="filter"),
+        line("assignment.released", instance="P-1", pod="ns/a", pod_uid="a", why="postbind"),
+        "not json at all",
+    ]
+    trace = read_trace(log)
+    assert trace.skipped_lines == 1
+    assert trace.problems == {"a": ["P: one cycle served by 2 instances (P-1, P-2)"]}
+    assert any("PROBLEM" in text for text in render(trace))
+
+
+def test_trace_command_exits_1_on_a_problem(tmp_path, capsys) -> None:
+    log = tmp_path / "bad.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in [
+        {"event": "assignment.acquired", "plugin": "P", "instance": "P-1", "pod": "ns/a", "pod_uid": "a"},
+        {"event": "call.finished", "plugin": "P", "instance": "P-9", "pod": "ns/a", "pod_uid": "a",
+         "extension_point": "score"},
+    ]))
+    assert main(["trace", str(log)]) == 1
+    out, err = capsys.readouterr()
+    assert "PROBLEM" in out and "more than one instance" in err
