@@ -71,7 +71,7 @@ class _JsonFormatter(logging.Formatter):
             "event": record.getMessage(),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "timestamp": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).isoformat(),
+            "timestamp": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(),
         }
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
