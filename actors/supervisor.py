@@ -26,6 +26,7 @@ instance on its own thread), so it can never deadlock with one.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -176,6 +177,7 @@ class SupervisorActor(pykka.ThreadingActor):
         self._started = 0
         self._discarded = 0
         self._reaped = 0
+        self._reap_timer: threading.Timer | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -184,6 +186,8 @@ class SupervisorActor(pykka.ThreadingActor):
         self._idle[self._start_actor()] = self.clock()
 
     def on_stop(self) -> None:
+        if self._reap_timer is not None:
+            self._reap_timer.cancel()
         # Assignments still held end here, so a log shows every instance released.
         held = ([self._slot] if self._slot is not None else []) + list(self._binding.items())
         for pod_uid, instance_id in held:
@@ -203,9 +207,31 @@ class SupervisorActor(pykka.ThreadingActor):
         if handler is None:
             raise TypeError(f"SupervisorActor got an unknown message {message!r}")
         result = handler(self, message)
-        if self._idle and len(self._idle) > self.config.pool.min_idle:
+        if len(self._idle) > self.config.pool.min_idle:
             self._reap()
+            self._schedule_reap()
         return result
+
+    def _schedule_reap(self) -> None:
+        """While idle actors exceed min_idle, a timer tells this actor to Reap when the
+        oldest could expire, so surplus instances stop even if no pod comes. The timer
+        only sends a message: the reaping itself runs in the supervisor's own thread."""
+        if self._reap_timer is not None or len(self._idle) <= self.config.pool.min_idle:
+            return
+        oldest = next(iter(self._idle.values()))
+        delay = max(0.0, oldest + self.config.pool.idle_seconds - self.clock()) + 0.01
+        ref = self.actor_ref
+
+        def tell_reap() -> None:
+            try:
+                ref.tell(Reap())
+            except pykka.ActorDeadError:
+                pass
+
+        self._reap_timer = threading.Timer(delay, tell_reap)
+        self._reap_timer.daemon = True
+        self._reap_timer.name = f"{self.config.name}-reap-timer"
+        self._reap_timer.start()
 
     # --- transitions -------------------------------------------------------------------
 
@@ -359,6 +385,7 @@ class SupervisorActor(pykka.ThreadingActor):
         return list(self._actors.values())
 
     def _reap_message(self, _msg: Reap) -> int:
+        self._reap_timer = None  # this is its message (or an explicit one): a new timer may follow
         return self._reap()
 
     # --- the pool ----------------------------------------------------------------------

@@ -8,12 +8,15 @@ a proof that the call reached the right instance.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+import pykka
 import pytest
 
 from actors.abi import Code, NodeScore
+from actors.guest_actor import GuestActor
 from actors.supervisor import Assigned, Lost, Route
 from adapters.wasm_plugin import WasmPlugin, pod_key
 from registry.compiler import GuestCompiler
@@ -260,3 +263,22 @@ def test_lost_answer_for_unknown_pod(checker_plugin) -> None:
     answer = plugin.supervisor.ask(Route("nobody", "default/nobody"))
     assert isinstance(answer, Lost)
     assert not plugin.pre_bind(None, make_pod("nobody"), NODES[0]).ok
+
+
+def test_surplus_idle_instances_stop_on_their_own_after_idle_time(checker_plugin) -> None:
+    plugin = checker_plugin(min_idle=1, idle_seconds=0.05)
+    pods = [make_pod(f"p{i}") for i in range(4)]
+    for pod in pods:
+        scheduling_cycle(plugin, pod)
+        plugin.permit(None, pod, NODES[0])
+    for pod in pods:
+        binding_cycle(plugin, pod)
+    # No further message reaches the supervisor: only its timer can make it reap, which
+    # shows in the actor registry (asking the supervisor would itself trigger a reap).
+    for _ in range(300):
+        if len(pykka.ActorRegistry.get_by_class(GuestActor)) == 1:
+            break
+        time.sleep(0.01)
+    assert len(pykka.ActorRegistry.get_by_class(GuestActor)) == 1
+    counts = plugin.counts()
+    assert (counts.idle, counts.reaped) == (1, 3) and counts.balanced
