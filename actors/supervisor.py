@@ -25,6 +25,7 @@ instance on its own thread), so it can never deadlock with one.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
@@ -223,10 +224,8 @@ class SupervisorActor(pykka.ThreadingActor):
         ref = self.actor_ref
 
         def tell_reap() -> None:
-            try:
+            with contextlib.suppress(pykka.ActorDeadError):  # stopped meanwhile: nothing to reap
                 ref.tell(Reap())
-            except pykka.ActorDeadError:
-                pass
 
         self._reap_timer = threading.Timer(delay, tell_reap)
         self._reap_timer.daemon = True
