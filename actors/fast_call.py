@@ -165,6 +165,10 @@ class _FastCaller(ExportCaller):
         kind = ctypes.c_int32 if result == "i32" else ctypes.c_int64
         self._read = kind.from_address(self._values_addr)
         self._armed_at = -EPOCH_REARM_NS
+        # The call's arguments as ctypes objects, made once: ctypes passes them as they are
+        # instead of converting a Python int per argument per call (about 0.2 us a call).
+        self._args = (_VP(self._context), _VP(self._func_addr), _VP(self._values_addr), ctypes.c_size_t(1),
+                      _VP(self._trap_addr))
 
     def _raise(self, error: int | None) -> None:
         self._armed_at = -EPOCH_REARM_NS
@@ -184,14 +188,14 @@ class _FastCaller(ExportCaller):
             # most one tick (the deadline's resolution), for one C call less per call.
             _RAW_DEADLINE(self._context, ticks + 1)
             self._armed_at = now
-        error = _RAW_CALL(self._context, self._func_addr, self._values_addr, 1, self._trap_addr)
+        error = _RAW_CALL(*self._args)
         if error or self._trap.value:
             self._raise(error)
         return self._read.value if self.result is not None else None
 
     def per_node(self, ctx: Any, names: Sequence[str], ticks: int, stop_mask: int = 0) -> PerNode:
         # The hot loop of Filter and Score: everything it needs is a local.
-        context, func_addr, values_addr, trap_addr = self._context, self._func_addr, self._values_addr, self._trap_addr
+        context, func_arg, values_arg, count_arg, trap_arg = self._args
         trap, read, call, set_deadline = self._trap, self._read, _RAW_CALL, _RAW_DEADLINE
         clock, rearm = time.monotonic_ns, EPOCH_REARM_NS
         armed_at = self._armed_at
@@ -205,7 +209,7 @@ class _FastCaller(ExportCaller):
                 if now - armed_at >= rearm:
                     set_deadline(context, ticks + 1)
                     armed_at = now
-                error = call(context, func_addr, values_addr, 1, trap_addr)
+                error = call(context, func_arg, values_arg, count_arg, trap_arg)
                 if error or trap.value:
                     self._raise(error)
                 value = read.value

@@ -6,6 +6,15 @@ before a byte moves; a bad one raises `GuestFault`, which the host function
 turns into a trap of that call (the ABI: a pointer outside memory is a guest bug).
 wasmtime-py's own `Memory.read` clamps silently and wraps negative offsets like a
 Python slice, so it is not used.
+
+Every access re-reads the memory's base and size (a guest may grow its memory in any
+call). wasmtime-py's `Memory.data_ptr`/`data_len` wrap each C call in Python and
+release the GIL around it, which costs a few microseconds and invites a GIL hand-off
+on every host function call; when wasmtime-py's private bindings are present the two
+getters are called through our own ctypes prototypes on plain addresses that keep the
+GIL (`PYFUNCTYPE`: they are trivial and never call back), as `actors.fast_call` does
+for exports, and so is the copy of a host function's answer into guest memory.
+`fast=False` keeps the public API (the before/after comparison).
 """
 
 from __future__ import annotations
@@ -18,6 +27,19 @@ import wasmtime
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 
+try:  # private pieces of wasmtime-py; absent pieces disable the fast path
+    from wasmtime import _ffi as _wffi
+
+    _VP = ctypes.c_void_p
+    _DATA = ctypes.PYFUNCTYPE(_VP, _VP, _VP)(("wasmtime_memory_data", _wffi.dll))
+    _DATA_SIZE = ctypes.PYFUNCTYPE(ctypes.c_size_t, _VP, _VP)(("wasmtime_memory_data_size", _wffi.dll))
+    # ctypes.memmove releases the GIL around every copy; a host function's copies are small.
+    _MEMMOVE = ctypes.PYFUNCTYPE(_VP, _VP, ctypes.c_char_p, ctypes.c_size_t)(
+        ctypes._memmove_addr)  # type: ignore[attr-defined]
+    FAST_MEMORY_AVAILABLE = hasattr(wasmtime.Store, "_context")
+except (ImportError, AttributeError, OSError):  # pragma: no cover - depends on the installed wasmtime
+    FAST_MEMORY_AVAILABLE = False
+
 
 class GuestFault(Exception):
     """A guest broke the ABI inside a host call (a pointer outside its memory, a call out of place)."""
@@ -26,20 +48,35 @@ class GuestFault(Exception):
 class GuestMemory:
     """The `memory` export of one instance, seen through one store."""
 
-    __slots__ = ("_memory", "_store")
+    __slots__ = ("_memory", "_store", "_context", "_raw", "_fast")
 
-    def __init__(self, memory: wasmtime.Memory, store: wasmtime.Store) -> None:
+    def __init__(self, memory: wasmtime.Memory, store: wasmtime.Store, fast: bool = True) -> None:
         self._memory = memory
         self._store = store
+        self._fast = fast and FAST_MEMORY_AVAILABLE and isinstance(getattr(memory, "_memory", None), ctypes.Structure)
+        if self._fast:
+            # Addresses of the store's context and of the memory's handle: stable for the
+            # instance's life (this object keeps both alive).
+            self._context = ctypes.cast(store._context(), ctypes.c_void_p).value
+            self._raw = ctypes.addressof(memory._memory)
 
     @property
     def size(self) -> int:
+        if self._fast:
+            return int(_DATA_SIZE(self._context, self._raw))
         return self._memory.data_len(self._store)
 
     def _address(self, ptr: int, length: int, what: str) -> int:
         # ptr and len arrive as signed i32; the guest means them unsigned.
         ptr &= 0xFFFF_FFFF
         length &= 0xFFFF_FFFF
+        if self._fast:
+            size = _DATA_SIZE(self._context, self._raw)
+            if ptr + length > size:
+                raise GuestFault(
+                    f"{what}: range [{ptr}, {ptr + length}) is outside guest memory of {size} bytes"
+                )
+            return int(_DATA(self._context, self._raw) or 0) + ptr
         size = self._memory.data_len(self._store)
         if ptr + length > size:
             raise GuestFault(
@@ -65,6 +102,9 @@ class GuestMemory:
     def write(self, ptr: int, data: bytes, what: str = "write") -> None:
         if not data:
             return
+        if self._fast and type(data) is bytes:
+            _MEMMOVE(self._address(ptr, len(data), what), data, len(data))
+            return
         ctypes.memmove(self._address(ptr, len(data), what), data, len(data))
 
     def write_u32(self, ptr: int, value: int, what: str = "u32") -> None:
@@ -86,5 +126,8 @@ class GuestMemory:
         size = len(value)
         if size == 0 or size > (buf_limit & 0xFFFF_FFFF):
             return size
-        self.write(buf, value, what)
+        if self._fast and type(value) is bytes:  # `write`, inlined: every host function answers here
+            _MEMMOVE(self._address(buf, size, what), value, size)
+        else:
+            self.write(buf, value, what)
         return size

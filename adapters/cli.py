@@ -11,6 +11,7 @@ exactly one JSON document.
                             [--output table|json] [--explain POD]
     wasm-scheduler trace LOGFILE [--pod NAME]
     wasm-scheduler extender --config SCHED.yaml [--listen 127.0.0.1:8888] [--cluster SNAPSHOT.yaml]
+    wasm-scheduler bench [--nodes 500] [--init-pods 500] [--pods 1000] [--rounds 3] [--output table|json]
 """
 
 from __future__ import annotations
@@ -94,6 +95,21 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--api-server", default="", metavar="URL", help="API server URL to create Bindings at")
     _logging_options(ext, top=False)
     ext.set_defaults(run=run_extender)
+
+    bench = commands.add_parser(
+        "bench", help="measure default plugins, native, wasm and extender NodeNumber side by side",
+        description="Schedule a scheduler_perf-like workload (500Nodes) with the default plugins, NodeNumber as a "
+                    "native plugin, as a wasm plugin and behind the HTTP extender, alternating; report throughput, "
+                    "extension point latencies, micro-figures and the performance targets (docs/performance.md).")
+    bench.add_argument("--nodes", type=int, default=500, help="nodes (default: 500)")
+    bench.add_argument("--init-pods", type=int, default=500, help="pods already bound to the nodes (default: 500)")
+    bench.add_argument("--pods", type=int, default=1000, help="measured pods to schedule (default: 1000)")
+    bench.add_argument("--rounds", type=int, default=3, help="rounds of every variant; the best counts (default: 3)")
+    bench.add_argument("--output", choices=("table", "json"), default="table", help="default: table")
+    bench.add_argument("--public-api", action="store_true",
+                       help="call guests through wasmtime-py's public API instead of the fast path (a comparison)")
+    _logging_options(bench, top=False)
+    bench.set_defaults(run=run_bench)
     return parser
 
 
@@ -149,6 +165,24 @@ def run_extender(args: argparse.Namespace) -> int:
         raise UserError(f"--bind-timeout {args.bind_timeout}: must be positive")
     return serve(ExtenderOptions(args.config, args.listen, args.cluster, args.bind_timeout, not args.no_bind,
                                  args.kubeconfig, args.api_server))
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from adapters.benchmarks.throughput import render_table as render_bench
+    from adapters.benchmarks.throughput import run_bench as bench
+    from adapters.benchmarks.workload import Workload
+
+    if args.nodes < 1 or args.init_pods < 0 or args.pods < 1 or args.rounds < 1:
+        raise UserError("bench: --nodes, --pods and --rounds must be positive, --init-pods not negative")
+    status = Console(file=sys.stderr, highlight=False)
+    document = bench(Workload(args.nodes, args.init_pods, args.pods), args.rounds,
+                     progress=lambda done, total, what: status.print(f"bench [{done}/{total}] {what}"),
+                     fast_calls=not args.public_api)
+    if args.output == "json":
+        write_json(document, sys.stdout)
+    else:
+        render_bench(document, Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 120))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

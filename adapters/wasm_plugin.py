@@ -1,17 +1,39 @@
 """WasmPlugin: one configured wasm plugin, shaped like a kube-scheduler plugin.
 
 This module owns the scheduler-facing facade of a guest: one object per configured
-plugin with the framework's extension points as snake_case methods. Each call asks the
-plugin's `SupervisorActor` which guest actor serves the pod (never guessing itself),
-then sends that actor one message for the whole phase (Filter and Score over many
-nodes are one message). It also drives the supervisor's transitions at the right
-points: PreFilter begins the cycle, Permit moves the pod to binding, PostBind and
-Unreserve end it. Those lifecycle points are always reported as implemented, whatever
-the guest exports, so no subset of exports can leak an instance.
+plugin with the framework's extension points as snake_case methods. Which guest actor
+serves a pod is the plugin's `SupervisorActor`'s decision (the facade never picks one
+itself); each call sends that actor one message for the whole phase (Filter and Score
+over many nodes are one message). It also drives the supervisor's transitions at the
+right points: PreFilter begins the cycle, Permit moves the pod to binding, PostBind
+and Unreserve end it. Those lifecycle points are always reported as implemented,
+whatever the guest exports, so no subset of exports can leak an instance.
+
+Three things keep a pod's cycle cheap without changing who serves it (each actor
+message is a thread hand-off, the dominant cost of a call):
+
+- a point the guest does not export (Reserve, Permit, Unreserve, PreScore,
+  NormalizeScore; PreFilter still asks for the pod's instance) sends no guest call,
+  only the supervisor's transition (a tell): the instance would only answer Success.
+  PostBind is still sent (the log shows each bound pod's cycle ending with it) but
+  not waited for;
+- the supervisor's answer to BeginCycle is remembered for the pod (`_routes`) until
+  the facade itself ends or reassigns that assignment (Release, or BeginCycle of
+  another pod while this one still holds the scheduling slot), so the pod's later
+  calls go straight to its actor instead of asking the supervisor first (a pod with
+  no remembered answer is routed by the supervisor as before). Only the facade sends
+  those transitions, under one lock, so the memo changes in the order the supervisor
+  sees them. The one change the supervisor makes on its own, discarding a broken
+  instance, stops that actor: a remembered call then gets the instance's Error or
+  `ActorDeadError`, which is answered as the discarded instance it is (and reported
+  to the supervisor), never a fresh instance without the cycle's state;
+- BeginCycle carries the cycle's first call (PreFilter), which the supervisor sends on
+  to the actor it picked without waiting for it: the caller waits once, not twice.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -113,6 +135,12 @@ class WasmPlugin:
         self.log = log.bind(plugin=self.name)
         self.supervisor = SupervisorActor.start(guest, config, self.node_cache)
         self._events: tuple[ClusterEvent, ...] | None = None
+        #: pod uid -> the actor BeginCycle assigned it, while the facade knows it holds.
+        self._routes: dict[str, Assigned] = {}
+        #: The pod whose cycle holds the supervisor's scheduling slot, as the facade sent it.
+        self._slot_uid: str | None = None
+        #: Serializes the transitions the facade sends with the changes to `_routes`.
+        self._routes_lock = threading.Lock()
         info = self._first_instance()
         if info.broken:
             self.stop()
@@ -167,6 +195,9 @@ class WasmPlugin:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the supervisor and every guest actor of this plugin, and wait for them."""
+        with self._routes_lock:
+            self._routes.clear()
+            self._slot_uid = None
         try:
             guests: list[pykka.ActorRef[Any]] = _ask(self.supervisor, GetActors())
             self.supervisor.stop()
@@ -189,26 +220,92 @@ class WasmPlugin:
     def _error(self, reason: str) -> Status:
         return Status(Code.ERROR, reason, self.name)
 
+    # --- routes: which actor serves a pod ----------------------------------------------
+
+    def _begin(self, uid: str, name: str, invoke: Invoke | None = None) -> Assigned | Lost:
+        """BeginCycle: the supervisor gives the pod the scheduling slot's actor (the pod
+        that held the slot loses it) and sends it `invoke`; remembered for the pod's later
+        calls."""
+        with self._routes_lock:
+            # Sent and accounted under the lock (the order the supervisor sees), answered
+            # outside it: other threads' transitions need not wait for this round trip.
+            future = self.supervisor.ask(BeginCycle(uid, name, invoke), block=False)
+            previous = self._slot_uid
+            if previous is not None and previous != uid:
+                self._routes.pop(previous, None)
+            self._routes.pop(uid, None)
+            self._slot_uid = uid
+        answer = future.get()
+        assert isinstance(answer, (Assigned, Lost)), answer
+        with self._routes_lock:
+            if self._slot_uid == uid:  # not reassigned, moved or released meanwhile
+                if isinstance(answer, Assigned):
+                    self._routes[uid] = Assigned(answer.instance_id, answer.actor)
+                else:
+                    self._slot_uid = None
+        return answer
+
+    def _to_binding(self, uid: str, name: str) -> None:
+        with self._routes_lock:
+            self.supervisor.tell(ToBinding(uid, name))
+            if self._slot_uid == uid:
+                self._slot_uid = None
+
+    def _release(self, uid: str, name: str, why: str) -> None:
+        with self._routes_lock:
+            self.supervisor.tell(Release(uid, name, why))
+            self._routes.pop(uid, None)
+            if self._slot_uid == uid:
+                self._slot_uid = None
+
+    def _broken(self, instance_id: str, reason: str) -> None:
+        """Tell the supervisor to discard an instance; forget every route to it."""
+        with self._routes_lock:
+            self.supervisor.tell(InstanceBroken(instance_id, reason))
+            for uid in [u for u, a in self._routes.items() if a.instance_id == instance_id]:
+                del self._routes[uid]
+
+    def _route(self, uid: str, name: str) -> Assigned | Lost:
+        answer = self._routes.get(uid)  # a plain dict read: atomic
+        if answer is not None:
+            return answer
+        routed: Assigned | Lost = _ask(self.supervisor, Route(uid, name))
+        return routed
+
     def _run(self, route: Any, point: str, args: tuple[Any, ...], pod: KubeObject, phase: str) -> Any:
-        """Ask the supervisor for the pod's actor, run `point` there; a Status if none can."""
+        """Find the pod's actor (BeginCycle, or its remembered or routed one), run `point`
+        there; a Status if none can."""
         uid, name = pod_key(pod)
-        answer = _ask(self.supervisor, route(uid, name))
+        invoke = Invoke(point, args, name, uid, phase)
+        # BeginCycle carries the cycle's first call: the supervisor sends it on.
+        answer = self._begin(uid, name, invoke) if route is BeginCycle else self._route(uid, name)
         if isinstance(answer, Lost):
             return self._error(answer.reason)
         try:
-            return _ask(answer.actor, Invoke(point, args, name, uid, phase))
+            if answer.reply is not None:
+                return answer.reply.get()
+            return _ask(answer.actor, invoke)
         except pykka.ActorDeadError:
+            # Discarded by the supervisor, or died: in both cases tell it (a no-op for the first).
+            self._broken(answer.instance_id, "its actor died")
             return self._error(f"wasm plugin {self.name}: instance {answer.instance_id} serving pod {name} "
                                "was discarded; its cycle state is gone")
         except Exception as exc:  # the actor answered with our own bug: the instance is suspect
             self.log.error("instance.host_bug", instance=answer.instance_id, pod=name, extension_point=point,
                            exc_info=exc)
-            self.supervisor.tell(InstanceBroken(answer.instance_id, f"host error: {exc!r}"))
+            self._broken(answer.instance_id, f"host error: {exc!r}")
             return self._error(f"wasm plugin {self.name}: internal error in {point}: {exc!r}")
+
+    def _exports(self, export: str) -> bool:
+        return export in self.guest.exports
 
     # --- scheduling cycle --------------------------------------------------------------
 
     def pre_filter(self, state: Any, pod: KubeObject) -> PreFilterResult:
+        if not self._exports("prefilter"):
+            uid, name = pod_key(pod)
+            answer = self._begin(uid, name)
+            return PreFilterResult(self._error(answer.reason) if isinstance(answer, Lost) else Status(plugin=self.name))
         result = self._run(BeginCycle, "prefilter", (pod, self._handle(state)), pod, "scheduling")
         return PreFilterResult(result) if isinstance(result, Status) else result
 
@@ -238,6 +335,8 @@ class WasmPlugin:
         return PostFilterResult(result) if isinstance(result, Status) else result
 
     def pre_score(self, state: Any, pod: KubeObject, nodes: Sequence[Named | str]) -> Status:
+        if not self._exports("prescore"):
+            return Status(plugin=self.name)
         result: Status = self._run(Route, "prescore", (pod, _names(nodes), self._handle(state)), pod, "scheduling")
         return result
 
@@ -246,26 +345,35 @@ class WasmPlugin:
         return ScoreResult(result) if isinstance(result, Status) else result
 
     def normalize_score(self, state: Any, pod: KubeObject, scores: Sequence[NodeScore]) -> NormalizeScoreResult:
+        if not self._exports("normalizescore"):
+            return NormalizeScoreResult(Status(plugin=self.name), tuple(scores))
         result = self._run(Route, "normalizescore", (pod, tuple(scores), self._handle(state)), pod, "scheduling")
         return NormalizeScoreResult(result) if isinstance(result, Status) else result
 
     def reserve(self, state: Any, pod: KubeObject, node_name: str) -> Status:
+        if not self._exports("reserve"):
+            return Status(plugin=self.name)
         result: Status = self._run(Route, "reserve", (pod, node_name, self._handle(state)), pod, "scheduling")
         return result
 
     def permit(self, state: Any, pod: KubeObject, node_name: str) -> PermitResult:
-        result = self._run(Route, "permit", (pod, node_name, self._handle(state)), pod, "scheduling")
+        if self._exports("permit"):
+            result = self._run(Route, "permit", (pod, node_name, self._handle(state)), pod, "scheduling")
+        else:
+            result = Status(plugin=self.name)
         uid, name = pod_key(pod)
-        self.supervisor.tell(ToBinding(uid, name))
+        self._to_binding(uid, name)
         return PermitResult(result) if isinstance(result, Status) else result
 
     # --- binding cycle (or the end of a failed scheduling cycle) ------------------------
 
     def unreserve(self, state: Any, pod: KubeObject, node_name: str) -> None:
         """Runs on the pod's own actor, wherever it is, then returns that actor to the pool."""
-        status = self._run(Route, "unreserve", (pod, node_name, self._handle(state)), pod, "binding")
+        status = Status(plugin=self.name)
+        if self._exports("unreserve"):
+            status = self._run(Route, "unreserve", (pod, node_name, self._handle(state)), pod, "binding")
         uid, name = pod_key(pod)
-        self.supervisor.tell(Release(uid, name, "unreserve"))
+        self._release(uid, name, "unreserve")
         if not status.ok:
             self.log.warning("cycle.unreserve_failed", pod=name, pod_uid=uid, reason=status.reason)
 
@@ -279,9 +387,11 @@ class WasmPlugin:
 
     def post_bind(self, state: Any, pod: KubeObject, node_name: str) -> None:
         """The last call of a successful binding cycle: the pod's actor returns to the pool."""
-        status = self._run(Route, "postbind", (pod, node_name, self._handle(state)), pod, "binding")
         uid, name = pod_key(pod)
-        self.supervisor.tell(Release(uid, name, "postbind"))
+        status = Status(plugin=self.name)
+        if self._exports("postbind"):
+            status = self._run(Route, "postbind", (pod, node_name, self._handle(state)), pod, "binding")
+        self._release(uid, name, "postbind")
         if not status.ok:
             self.log.warning("cycle.postbind_failed", pod=name, pod_uid=uid, reason=status.reason)
 
@@ -289,12 +399,12 @@ class WasmPlugin:
         """Move the pod's instance to the binding map without a guest call (the extender's
         stand-in for Permit, which it runs later inside bind)."""
         uid, name = pod_key(pod)
-        self.supervisor.tell(ToBinding(uid, name))
+        self._to_binding(uid, name)
 
     def release(self, pod: KubeObject, why: str) -> None:
         """End the pod's cycle without a guest call (the framework gave up on the pod)."""
         uid, name = pod_key(pod)
-        self.supervisor.tell(Release(uid, name, why))
+        self._release(uid, name, why)
 
     # --- outside every cycle -----------------------------------------------------------
 

@@ -58,6 +58,9 @@ class ExtenderServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: ExtenderServer
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes: with Nagle's algorithm on, a keep-alive
+    # client's delayed ACK would hold every answer for ~40 ms.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass  # requests are logged through structlog below

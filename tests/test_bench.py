@@ -1,0 +1,116 @@
+"""`wasm-scheduler bench`: a tiny run through the CLI gives one complete JSON document.
+
+No assertion here is about speed: the benchmark reports, it never fails the suite.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from actors.abi import Code, NodeScore
+from adapters.benchmarks.native_nodenumber import NativeNodeNumber, last_digit
+from adapters.benchmarks.throughput import VARIANTS, targets
+from adapters.benchmarks.workload import Workload, documents, objects
+from adapters.cli import main
+from adapters.framework.cluster import cluster_from_objects
+from adapters.framework.cycle_state import CycleState
+from adapters.framework.resources import Resources
+from adapters.framework.snapshot import NodeInfo
+
+TOP_KEYS = {"throughput", "ratios", "extension_points", "call_overhead_us", "memory_per_instance_mib", "load_ms",
+            "targets", "checks"}
+
+
+def positive(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def run_tiny(capsys: pytest.CaptureFixture[str]) -> dict:  # type: ignore[type-arg]
+    code = main(["bench", "--nodes", "20", "--init-pods", "20", "--pods", "30", "--rounds", "1", "--output", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    doc = json.loads(out)  # exactly one JSON document: json.loads rejects anything after it
+    assert isinstance(doc, dict)
+    assert "bench [" in err, "progress goes to stderr"
+    return doc
+
+
+def test_tiny_bench_reports_every_figure_as_one_json_document(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = run_tiny(capsys)
+    assert set(doc) >= TOP_KEYS
+    assert set(doc["throughput"]) == set(VARIANTS)
+    assert all(positive(doc["throughput"][v]) for v in VARIANTS)
+    assert set(doc["ratios"]) == {"wasm/native", "wasm/extender", "added_cost_wasm/native"}
+    assert all(positive(v) for v in doc["ratios"].values())
+    assert positive(doc["call_overhead_us"]["host"]) and positive(doc["call_overhead_us"]["floor"])
+    assert positive(doc["host_function_round_trip_us"])
+    memory = doc["memory_per_instance_mib"]
+    assert positive(memory["linear_memory"]) and isinstance(memory["rss_per_instance"], (int, float))
+    assert positive(doc["load_ms"]["cold"]) and positive(doc["load_ms"]["cached"])
+    for variant in VARIANTS:
+        points = doc["extension_points"][variant]
+        for point in ("PreFilter", "Filter", "Score"):
+            assert positive(points[point]["p50_us"]) and positive(points[point]["p99_us"]), (variant, point)
+            assert points[point]["p99_us"] >= points[point]["p50_us"]
+    assert "Permit" in doc["custom_plugin_points"]["wasm"], "the wasm plugin takes part in its lifecycle points"
+    for name, target in doc["targets"].items():
+        assert set(target) >= {"value", "target", "met"}, name
+        assert isinstance(target["met"], bool)
+    # Every pod is scheduled, and the wasm, native and extender NodeNumber place them alike.
+    assert all(doc["checks"]["all_scheduled"].values())
+    assert doc["checks"]["placements_identical"] == {"wasm/native": True, "extender/native": True,
+                                                     "rounds/native": True}
+
+
+def test_bench_table_output_shows_targets(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "--nodes", "8", "--init-pods", "0", "--pods", "10", "--rounds", "1"])
+    out, _err = capsys.readouterr()
+    assert code == 0
+    assert "Targets" in out and "pods/s" in out and ("met" in out or "missed" in out)
+
+
+def test_bench_rejects_empty_workloads(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--nodes", "0"]) == 2
+    assert "error: bench" in capsys.readouterr().err
+
+
+def test_workload_is_deterministic_and_shaped_like_scheduler_perf() -> None:
+    workload = Workload(nodes=12, init_pods=30, pods=25)
+    assert objects(workload) == objects(workload)
+    cluster = cluster_from_objects(documents(workload), "bench")
+    assert len(cluster.nodes) == 12 and len(cluster.running) == 30 and len(cluster.pending) == 25
+    node = cluster.nodes[0].node
+    assert node["status"]["allocatable"] == {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    assert all(info.name[-1].isdigit() for info in cluster.nodes)
+    assert all(info.key[-1].isdigit() for info in cluster.pending)
+    assert {len(info.pods) for info in cluster.nodes} <= {2, 3}, "init pods are spread round-robin"
+
+
+def test_native_nodenumber_matches_the_guest_semantics() -> None:
+    plugin = NativeNodeNumber()
+    nodes = [NodeInfo({"metadata": {"name": n}}, Resources()) for n in ("node-3", "node-13", "node-4", "")]
+    pod = {"metadata": {"name": "web-3"}}
+    state = CycleState()
+    assert plugin.pre_filter(state, pod).status.ok
+    missing = plugin.score_nodes(state, pod, nodes)
+    assert missing.status.code == Code.ERROR and "prescore did not run" in missing.status.reason
+    assert plugin.pre_score(state, pod, nodes).ok
+    assert plugin.score_nodes(state, pod, nodes).scores == (
+        NodeScore("node-3", 100), NodeScore("node-13", 100), NodeScore("node-4", 0), NodeScore("", 0))
+    no_digit = CycleState()
+    plugin.pre_score(no_digit, {"metadata": {"name": "web"}}, nodes)
+    assert [s.score for s in plugin.score_nodes(no_digit, pod, nodes).scores] == [0, 0, 0, 0]
+    assert last_digit("a7") == "7" and last_digit("a") == "" and last_digit("") == ""
+
+
+def test_targets_are_judged_on_their_bounds() -> None:
+    doc = {"ratios": {"wasm/native": 0.8, "wasm/extender": 4.9, "added_cost_wasm/native": 3.1},
+           "call_overhead_us": {"ratio": 1.5}, "memory_per_instance_mib": {"rss_per_instance": 2.0,
+                                                                           "linear_memory": 0.125},
+           "load_ms": {"cached": 50.0}}
+    met = {name: t["met"] for name, t in targets(doc).items()}
+    assert met == {"throughput wasm/native": True, "throughput wasm/extender": False,
+                   "added time per pod wasm/native": False, "export call host/floor": True,
+                   "RSS per idle instance (MiB)": False, "plugin load, warm cache (ms)": True}
