@@ -14,8 +14,7 @@ owns it, and its mailbox serializes every call (`actors.guest_actor`).
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import repeat
 from typing import Any
 
@@ -473,9 +472,3 @@ class GuestInstance:
         status = self._status(0, ctx)
         return (tuple(ctx.cluster_events) or DEFAULT_CLUSTER_EVENTS), status
 
-
-def timed(func: Callable[[], Any]) -> tuple[Any, float]:
-    """Run `func` and return (its result, milliseconds it took)."""
-    started = time.perf_counter()
-    result = func()
-    return result, (time.perf_counter() - started) * 1000
