@@ -76,9 +76,6 @@ class Status:
 SUCCESS: Final = Status()
 
 
-def error(reason: str, plugin: str = "") -> Status:
-    return Status(Code.ERROR, reason, plugin)
-
 
 # --- exports -------------------------------------------------------------------------
 
@@ -119,28 +116,22 @@ def split_i64(value: int) -> tuple[int, int]:
     return value & 0xFFFF_FFFF, value >> 32
 
 
-def as_int32(value: int) -> int:
-    value &= 0xFFFF_FFFF
-    return value - (1 << 32) if value & 0x8000_0000 else value
+def decode_score(packed: int) -> tuple[int, int]:
+    """score: (status word from the low 32 bits, signed int32 score from the high 32)."""
+    signed = packed - (1 << 64) if packed >= 1 << 63 else packed  # wasm gives a signed i64
+    return packed & 0xFFFF_FFFF, signed >> 32  # an arithmetic shift keeps the score's sign
 
 
-def decode_score(packed: int) -> tuple[Code, int]:
-    """score: low 32 bits status code, high 32 bits score as a signed int32."""
+def decode_postfilter(packed: int) -> tuple[int, NominatingMode]:
+    """postfilter: (status word from the low 32 bits, nominating mode from the high 32)."""
     low, high = split_i64(packed)
-    return Code.from_wire(low), as_int32(high)
+    return low, NominatingMode.OVERRIDE if high == NominatingMode.OVERRIDE else NominatingMode.NOOP
 
 
-def decode_postfilter(packed: int) -> tuple[Code, NominatingMode]:
-    """postfilter: low 32 bits status code, high 32 bits nominating mode."""
+def decode_permit(packed: int) -> tuple[int, int]:
+    """permit: (status word from the HIGH 32 bits, wait timeout in ms from the low 32, uint32)."""
     low, high = split_i64(packed)
-    mode = NominatingMode.OVERRIDE if high == NominatingMode.OVERRIDE else NominatingMode.NOOP
-    return Code.from_wire(low), mode
-
-
-def decode_permit(packed: int) -> tuple[Code, int]:
-    """permit: HIGH 32 bits status code, low 32 bits wait timeout in ms (uint32)."""
-    low, high = split_i64(packed)
-    return Code.from_wire(high), low
+    return high, low
 
 
 # --- imports -------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from actors.abi import (
     Status,
     decode_permit,
     decode_postfilter,
-    split_i64,
+    decode_score,
 )
 from actors.fast_call import ExportCaller, HostFault, HostFunctionDefiner, PerNode, make_export_caller
 from actors.guest_memory import GuestFault, GuestMemory
@@ -330,9 +330,9 @@ class GuestInstance:
             packed = self._call(ctx)
         except GuestBroken as exc:
             return PostFilterResult(exc.args[0])
-        _code, mode = decode_postfilter(packed)
+        status_word, mode = decode_postfilter(packed)
         return PostFilterResult(
-            self._status(split_i64(packed)[0], ctx), ctx.nominated_node_name, mode
+            self._status(status_word, ctx), ctx.nominated_node_name, mode
         )
 
     def prescore(
@@ -361,12 +361,12 @@ class GuestInstance:
         run, failed = self._run_per_node(ctx, node_names, stop_mask=0xFFFF_FFFF)
         scores: list[NodeScore] = []
         for i, (name, packed) in enumerate(zip(node_names, run.values, strict=False)):
-            low = packed & 0xFFFF_FFFF
+            low, score = decode_score(packed)
             if low != Code.SUCCESS:
                 ctx.reason = run.reasons.get(i, "")
                 status = self._status(low, ctx)
                 return ScoreResult(Status(status.code, f"node {name}: {status.reason}", self.plugin))
-            scores.append(NodeScore(name, packed >> 32))  # the i64 is signed: >> keeps the sign
+            scores.append(NodeScore(name, score))
         if failed is not None:
             return ScoreResult(failed)
         return ScoreResult(Status(plugin=self.plugin), tuple(scores))
@@ -424,8 +424,8 @@ class GuestInstance:
         if raw is None:
             return self._status(0, ctx), None
         if export == "permit":
-            _code, timeout = decode_permit(raw)
-            return self._status(split_i64(raw)[1], ctx), timeout
+            status_word, timeout = decode_permit(raw)
+            return self._status(status_word, ctx), timeout
         return self._status(raw, ctx), None
 
     def reserve(self, pod: KubeObject, node_name: str, handle: FrameworkHandle) -> Status:

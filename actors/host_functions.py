@@ -89,6 +89,8 @@ class HostFunctions:
         self.log_severity = log_severity
         self.node_cache = node_cache
         self.pod_cache = PodWireCache()
+        #: Preemption removes a victim then adds it back: its encoding serves both calls.
+        self.target_cache = PodWireCache()
         self.memory: GuestMemory | None = None
         self.context: CallContext | None = None
         self.log = structlog.get_logger("guest").bind(plugin=plugin, instance=instance_id)
@@ -159,7 +161,7 @@ class HostFunctions:
 
     def target_pod(self, buf: int, buf_limit: int) -> int:
         ctx = self._ctx("targetPod")
-        data = encode_pod(ctx.target_pod) if ctx.target_pod is not None else b""
+        data = self.target_cache.pod(ctx.target_pod) if ctx.target_pod is not None else b""
         return self._mem().give(data, buf, buf_limit, "targetPod")
 
     def current_node_name(self, buf: int, buf_limit: int) -> int:

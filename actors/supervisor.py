@@ -62,11 +62,10 @@ class BeginCycle:
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """Which actor serves `pod_uid` now? `begin_if_missing` starts a cycle if none does."""
+    """Which actor serves `pod_uid` now?"""
 
     pod_uid: str
     pod: str = ""
-    begin_if_missing: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,8 +281,6 @@ class SupervisorActor(pykka.ThreadingActor):
             instance_id = self._slot[1]
         elif msg.pod_uid in self._binding:
             instance_id = self._binding[msg.pod_uid]
-        elif msg.begin_if_missing:
-            return self._begin_cycle(BeginCycle(msg.pod_uid, msg.pod))
         else:
             return Lost(
                 f"wasm plugin {self.config.name}: no instance is assigned to pod {msg.pod or msg.pod_uid} "

@@ -69,6 +69,15 @@ def binding_cycle(plugin: WasmPlugin, pod: dict, node: str = NODES[0]) -> None:
     plugin.post_bind(None, pod, node)
 
 
+def bind_together(plugin: WasmPlugin, pods: list[dict]) -> None:
+    """All pods past Permit at once (one instance each), then all their binding cycles."""
+    for pod in pods:
+        scheduling_cycle(plugin, pod)
+        plugin.permit(None, pod, NODES[0])
+    for pod in pods:
+        binding_cycle(plugin, pod)
+
+
 def test_pod_rejected_in_filter_releases_its_instance_at_next_prefilter(checker_plugin) -> None:
     plugin = checker_plugin()
     a, b = make_pod("a"), make_pod("b")
@@ -247,12 +256,7 @@ def test_max_instances_gives_a_clear_error_when_reached(checker_plugin) -> None:
 
 def test_idle_instances_beyond_min_idle_are_stopped_after_idle_time(checker_plugin) -> None:
     plugin = checker_plugin(min_idle=1, idle_seconds=0)
-    pods = [make_pod(f"p{i}") for i in range(4)]
-    for pod in pods:
-        scheduling_cycle(plugin, pod)
-        plugin.permit(None, pod, NODES[0])
-    for pod in pods:
-        binding_cycle(plugin, pod)
+    bind_together(plugin, [make_pod(f"p{i}") for i in range(4)])
     plugin.reap()
     counts = plugin.counts()
     assert counts.idle == 1 and counts.reaped == 3 and counts.balanced
@@ -267,12 +271,7 @@ def test_lost_answer_for_unknown_pod(checker_plugin) -> None:
 
 def test_surplus_idle_instances_stop_on_their_own_after_idle_time(checker_plugin) -> None:
     plugin = checker_plugin(min_idle=1, idle_seconds=0.05)
-    pods = [make_pod(f"p{i}") for i in range(4)]
-    for pod in pods:
-        scheduling_cycle(plugin, pod)
-        plugin.permit(None, pod, NODES[0])
-    for pod in pods:
-        binding_cycle(plugin, pod)
+    bind_together(plugin, [make_pod(f"p{i}") for i in range(4)])
     # No further message reaches the supervisor: only its timer can make it reap, which
     # shows in the actor registry (asking the supervisor would itself trigger a reap).
     for _ in range(300):
