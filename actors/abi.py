@@ -242,6 +242,15 @@ class ScoreResult:
 
 
 @dataclass(frozen=True, slots=True)
+class PreScoreAndScore:
+    """PreScore, then Score over the same nodes if PreScore succeeded: one message for both
+    (a PreScore that fails or says Skip leaves `score` None: Score does not run)."""
+
+    prescore: Status
+    score: ScoreResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class NormalizeScoreResult:
     status: Status
     scores: tuple[NodeScore, ...] = ()

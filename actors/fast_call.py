@@ -43,6 +43,11 @@ try:  # private pieces of wasmtime-py; absent pieces disable the fast path
         ("wasmtime_func_call_unchecked", _wffi.dll))
     _RAW_DEADLINE = ctypes.CFUNCTYPE(None, _VP, ctypes.c_uint64)(
         ("wasmtime_context_set_epoch_deadline", _wffi.dll))
+    _FINALIZER = ctypes.CFUNCTYPE(None, _VP)
+    _DEADLINE_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_size_t, _VP, _VP, _VP, _VP)
+    _SET_DEADLINE_CALLBACK = ctypes.CFUNCTYPE(None, _VP, _DEADLINE_CALLBACK, _VP, _FINALIZER)(
+        ("wasmtime_store_epoch_deadline_callback", _wffi.dll))
+    _ERROR_NEW = ctypes.CFUNCTYPE(_VP, ctypes.c_char_p)(("wasmtime_error_new", _wffi.dll))
     FAST_PATH_AVAILABLE = all((
         hasattr(wasmtime.Func, "__init__"), hasattr(_wfunc, "LAST_EXCEPTION"),
         hasattr(_Trap, "_from_ptr"), hasattr(wasmtime.WasmtimeError, "_from_ptr"),
@@ -51,6 +56,8 @@ try:  # private pieces of wasmtime-py; absent pieces disable the fast path
 except (ImportError, AttributeError):  # pragma: no cover - depends on the installed wasmtime
     FAST_PATH_AVAILABLE = False
 
+
+_monotonic_ns = time.monotonic_ns
 
 #: Nanoseconds between two re-arms of the epoch deadline on the fast path (one tick).
 EPOCH_REARM_NS = 5_000_000
@@ -86,8 +93,8 @@ class HostFault:
 
 @dataclass(slots=True)
 class PerNode:
-    """Raw results of one export called once per node: the code (or packed i64) of each
-    node that ran, the reasons the guest set on the non-zero ones (by index), and the
+    """Raw results of one export called once per node: the code (or packed i64, signed)
+    of each node that ran, the reasons the guest set on the non-zero ones (by index), and the
     exception that stopped the loop, if any (the nodes after it did not run)."""
 
     values: list[int]
@@ -143,90 +150,143 @@ class ExportCaller:
 
 
 def make_export_caller(
-    store: wasmtime.Store, func: wasmtime.Func, result: str | None, fault: HostFault, fast: bool = True
+    store: wasmtime.Store, func: wasmtime.Func, result: str | None, fault: HostFault,
+    deadline: EpochDeadline | None = None,
 ) -> ExportCaller:
-    """The fastest caller available for the export (`result`: "i32", "i64" or None)."""
-    if fast and FAST_PATH_AVAILABLE:
-        return _FastCaller(store, func, result, fault)
+    """The fastest caller available for the export (`result`: "i32", "i64" or None):
+    the unchecked C call when the store has an `EpochDeadline` (fast path), else the
+    public API."""
+    if deadline is not None:
+        return _FastCaller(store, func, result, fault, deadline)
     return ExportCaller(store, func, result, fault)
 
 
-class _FastCaller(ExportCaller):
-    """wasmtime_func_call_unchecked on preallocated buffers, addresses only."""
+class DeadlineExceeded(Exception):
+    """A guest call ran past its deadline (the epoch callback's verdict)."""
 
-    def __init__(self, store: wasmtime.Store, func: wasmtime.Func, result: str | None, fault: HostFault) -> None:
-        super().__init__(store, func, result, fault)
-        self._context = ctypes.cast(store._context(), ctypes.c_void_p).value
-        self._func_addr = ctypes.addressof(func._func)
-        self._values = (_RAW * 1)()
-        self._values_addr = ctypes.addressof(self._values)
+
+class EpochDeadline:
+    """The epoch deadline of one store, shared by every call into it (fast path).
+
+    A call arms the deadline `ticks + 1` epoch ticks ahead, at most once per tick (a
+    call gets its full deadline less at most one tick, for one C call less per call).
+    A batch of per-node calls (`actors.node_loop`) is one call from Python, so it arms
+    one tick ahead and reports its progress: wasmtime's deadline callback lets it go on
+    while the node index moves, and stops it once one node has run `ticks` ticks. Every
+    node keeps the call's deadline; the batch as a whole has none.
+    """
+
+    __slots__ = ("context", "fault", "ticks", "armed_at", "progress", "_last", "_stalled", "_callback")
+
+    def __init__(self, store: wasmtime.Store, fault: HostFault, ticks: int) -> None:
+        self.context = ctypes.cast(store._context(), ctypes.c_void_p).value
+        self.fault = fault
+        self.ticks = ticks
+        self.armed_at = -EPOCH_REARM_NS
+        #: During a batch: reads the index of the node running now.
+        self.progress: Callable[[], int] | None = None
+        self._last = -1
+        self._stalled = 0
+        self._callback = _DEADLINE_CALLBACK(self._on_deadline)
+        _SET_DEADLINE_CALLBACK(ctypes.cast(store.ptr(), _VP).value, self._callback, None, _FINALIZER(0))
+
+    def begin_batch(self, progress: Callable[[], int]) -> None:
+        self.progress = progress
+        self._last, self._stalled = -1, 0
+        _RAW_DEADLINE(self.context, 1)
+
+    def end_batch(self) -> None:
+        self.progress = None
+        self.armed_at = -EPOCH_REARM_NS  # the deadline left is at most a tick: re-arm on the next call
+
+    def _on_deadline(self, _context: Any, _env: Any, delta: int, kind: int) -> int:
+        try:
+            if self.progress is not None:
+                index = self.progress()
+                if index != self._last:
+                    self._last, self._stalled = index, 0
+                else:
+                    self._stalled += 1
+                if self._stalled <= self.ticks:
+                    ctypes.c_uint64.from_address(delta).value = 1
+                    ctypes.c_uint8.from_address(kind).value = 0  # WASMTIME_UPDATE_DEADLINE_CONTINUE
+                    return 0
+            self.fault.error = DeadlineExceeded()
+        except BaseException as exc:  # pragma: no cover - a bug here must still stop the guest
+            self.fault.error = exc
+        message = b"deadline exceeded"
+        return ctypes.cast(_ERROR_NEW(message), _VP).value or 0
+
+
+class UncheckedCall:
+    """One function of a store called through wasmtime_func_call_unchecked.
+
+    Parameters (i32/i64) are written into a preallocated value array; the result (one
+    i32/i64, or none) is read back from it. No deadline handling: callers arm it."""
+
+    def __init__(self, store: wasmtime.Store, func: wasmtime.Func, params: Sequence[str],
+                 result: str | None, fault: HostFault) -> None:
+        self.fault = fault
+        self._func = func  # its handle's address is passed to every call: keep it alive
+        context = ctypes.cast(store._context(), ctypes.c_void_p).value
+        self._values = (_RAW * max(1, len(params)))()
+        values_addr = ctypes.addressof(self._values)
+        self._params = [
+            (ctypes.c_int32 if kind == "i32" else ctypes.c_int64).from_address(values_addr + i * ctypes.sizeof(_RAW))
+            for i, kind in enumerate(params)
+        ]
         self._trap = ctypes.c_void_p(None)
-        self._trap_addr = ctypes.addressof(self._trap)
-        kind = ctypes.c_int32 if result == "i32" else ctypes.c_int64
-        self._read = kind.from_address(self._values_addr)
-        self._armed_at = -EPOCH_REARM_NS
+        self._read = (ctypes.c_int32 if result == "i32" else ctypes.c_int64).from_address(values_addr)
+        self.result = result
         # The call's arguments as ctypes objects, made once: ctypes passes them as they are
         # instead of converting a Python int per argument per call (about 0.2 us a call).
-        self._args = (_VP(self._context), _VP(self._func_addr), _VP(self._values_addr), ctypes.c_size_t(1),
-                      _VP(self._trap_addr))
+        self._args = (_VP(context), _VP(ctypes.addressof(func._func)), _VP(values_addr),
+                      ctypes.c_size_t(max(1, len(params))), _VP(ctypes.addressof(self._trap)))
 
-    def _raise(self, error: int | None) -> None:
-        self._armed_at = -EPOCH_REARM_NS
+    def raise_failure(self, error: int | None) -> None:
+        """Raise what stopped the call: the host function's exception, the trap, or the error."""
         raised = self.fault.take()
         if self._trap.value:
             trap_obj = _Trap._from_ptr(ctypes.cast(self._trap.value, _TRAP_PTR))
             self._trap.value = None
             raise (raised or trap_obj) from None
+        failure = wasmtime.WasmtimeError._from_ptr(ctypes.cast(error, _ERROR_PTR)) if error else None
         if raised is not None:
             raise raised from None
-        raise wasmtime.WasmtimeError._from_ptr(ctypes.cast(error or 0, _ERROR_PTR))
+        raise failure or wasmtime.WasmtimeError("call failed without a trap or an error")
 
-    def __call__(self, ticks: int) -> Any:
-        now = time.monotonic_ns()
-        if now - self._armed_at >= EPOCH_REARM_NS:
-            # Re-armed at most once per epoch tick: a call gets its full deadline less at
-            # most one tick (the deadline's resolution), for one C call less per call.
-            _RAW_DEADLINE(self._context, ticks + 1)
-            self._armed_at = now
+    def __call__(self, *args: int) -> Any:
+        for slot, value in zip(self._params, args, strict=True):
+            slot.value = value
         error = _RAW_CALL(*self._args)
         if error or self._trap.value:
-            self._raise(error)
+            self.raise_failure(error)
         return self._read.value if self.result is not None else None
 
-    def per_node(self, ctx: Any, names: Sequence[str], ticks: int, stop_mask: int = 0) -> PerNode:
-        # The hot loop of Filter and Score: everything it needs is a local.
-        context, func_arg, values_arg, count_arg, trap_arg = self._args
-        trap, read, call, set_deadline = self._trap, self._read, _RAW_CALL, _RAW_DEADLINE
-        clock, rearm = time.monotonic_ns, EPOCH_REARM_NS
-        armed_at = self._armed_at
-        values: list[int] = []
-        reasons: dict[int, str] = {}
-        append = values.append
-        try:
-            for name in names:
-                ctx.node_name = name
-                now = clock()
-                if now - armed_at >= rearm:
-                    set_deadline(context, ticks + 1)
-                    armed_at = now
-                error = call(context, func_arg, values_arg, count_arg, trap_arg)
-                if error or trap.value:
-                    self._raise(error)
-                value = read.value
-                if value and ctx.reason:
-                    reasons[len(values)] = ctx.reason
-                    ctx.reason = ""
-                elif ctx.reason:
-                    ctx.reason = ""
-                append(value)
-                if value & stop_mask:
-                    break
-        except BaseException as exc:
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-            return PerNode(values, reasons, exc)
-        self._armed_at = armed_at
-        return PerNode(values, reasons)
+
+class _FastCaller(ExportCaller):
+    """An export without parameters through `UncheckedCall`, with the shared deadline."""
+
+    def __init__(self, store: wasmtime.Store, func: wasmtime.Func, result: str | None, fault: HostFault,
+                 deadline: EpochDeadline) -> None:
+        super().__init__(store, func, result, fault)
+        self._call = UncheckedCall(store, func, (), result, fault)
+        self._deadline = deadline
+        self._context = deadline.context
+        # The call's pieces as attributes of this object: one lookup each per call.
+        self._args, self._trap, self._read = self._call._args, self._call._trap, self._call._read
+
+    def __call__(self, ticks: int) -> Any:
+        now = _monotonic_ns()
+        deadline = self._deadline
+        if now - deadline.armed_at >= EPOCH_REARM_NS:
+            _RAW_DEADLINE(self._context, ticks + 1)
+            deadline.armed_at = now
+        error = _RAW_CALL(*self._args)
+        if error or self._trap.value:
+            deadline.armed_at = -EPOCH_REARM_NS
+            self._call.raise_failure(error)
+        return self._read.value if self.result is not None else None
 
 
 # --- host functions --------------------------------------------------------------------
@@ -235,7 +295,6 @@ if FAST_PATH_AVAILABLE:
     try:
         _VAL_SIZE = ctypes.sizeof(_RAW)
         _UNCHECKED_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_size_t, _VP, _VP, _VP, ctypes.c_size_t)
-        _FINALIZER = ctypes.CFUNCTYPE(None, _VP)
         _DEFINE_UNCHECKED = ctypes.CFUNCTYPE(
             _VP, _VP, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t, _VP,
             _UNCHECKED_CALLBACK, _VP, _FINALIZER,

@@ -11,7 +11,7 @@ discards it; calls that still arrive are answered with an Error status.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pykka
@@ -26,6 +26,9 @@ from registry.config import PluginConfig
 from registry.errors import GuestLoadError
 
 log = structlog.get_logger("actors.guest")
+
+#: The message that runs PreScore and then Score (`abi.PreScoreAndScore`).
+PRESCORE_AND_SCORE = "prescore_and_score"
 
 #: GuestInstance methods a message may invoke.
 EXTENSION_POINTS = frozenset(
@@ -51,13 +54,28 @@ EXTENSION_POINTS = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Invoke:
-    """Run one extension-point phase: `GuestInstance.<point>(*args)`."""
+    """Run one extension-point phase: `GuestInstance.<point>(*args)`.
+
+    Asked, the answer is the point's result. Told with `reply_to` (the cycle's first
+    call, forwarded by the supervisor), the actor sets `reply_to` to a `Replied` carrying
+    `route` and the result, so the caller waits on one future for both."""
 
     point: str
     args: tuple[Any, ...]
     pod: str = ""
     pod_uid: str = ""
     phase: str = "scheduling"
+    reply_to: pykka.Future[Any] | None = None
+    route: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Replied:
+    """The answer to a forwarded `Invoke`: the route it took (the supervisor's `Assigned`,
+    or its `Lost` when no actor could take the call) and the point's result."""
+
+    route: Any
+    result: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +149,14 @@ class GuestActor(pykka.ThreadingActor):
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, Invoke):
-            return self._invoke(message)
+            if message.reply_to is None:
+                return self._invoke(message)
+            try:
+                message.reply_to.set(Replied(message.route, self._invoke(message)))
+            except BaseException:
+                message.reply_to.set_exception()
+                raise
+            return None
         if isinstance(message, Describe):
             inst = self.instance
             return InstanceInfo(
@@ -145,6 +170,14 @@ class GuestActor(pykka.ThreadingActor):
         raise TypeError(f"GuestActor got an unknown message {message!r}")
 
     def _invoke(self, message: Invoke) -> Any:
+        if message.point == PRESCORE_AND_SCORE:
+            # PreScore, then Score over the same nodes (kube-scheduler scores exactly the
+            # nodes PreScore was given) unless PreScore failed or said Skip: the calls and
+            # logs two messages would make, for one hand-off.
+            status = self._invoke(replace(message, point="prescore"))
+            if not status.ok:
+                return abi.PreScoreAndScore(status)
+            return abi.PreScoreAndScore(status, self._invoke(replace(message, point="score")))
         if message.point not in EXTENSION_POINTS:
             raise ValueError(f"unknown extension point {message.point!r}")
         inst = self.instance
@@ -200,4 +233,4 @@ def _unavailable(message: Invoke, plugin: str, why: str) -> Any:
     return shaped.get(point, status)
 
 
-__all__ = ["GuestActor", "Invoke", "Describe", "InstanceInfo", "InstanceBroken", "ClusterEvent"]
+__all__ = ["GuestActor", "Invoke", "Replied", "Describe", "InstanceInfo", "InstanceBroken", "ClusterEvent"]

@@ -38,11 +38,22 @@ from actors.abi import (
     decode_postfilter,
     decode_score,
 )
-from actors.fast_call import ExportCaller, HostFault, HostFunctionDefiner, PerNode, make_export_caller
+from actors.fast_call import (
+    FAST_HOST_FUNCTIONS,
+    FAST_PATH_AVAILABLE,
+    DeadlineExceeded,
+    EpochDeadline,
+    ExportCaller,
+    HostFault,
+    HostFunctionDefiner,
+    PerNode,
+    make_export_caller,
+)
 from actors.guest_memory import GuestFault, GuestMemory
 from actors.handle import FrameworkHandle, KubeObject
 from actors.host_functions import CallContext, HostFunctions
 from actors.kube_codec import KubeCodecError
+from actors.node_loop import PER_NODE_SLOTS, NodeLoop
 from actors.wasi import CapturedOutput, GuestExit, Wasi
 from actors.wire_cache import NodeWireCache
 from registry.compiler import CompiledGuest, deadline_ticks
@@ -58,7 +69,10 @@ GUEST_FAULTS: tuple[type[BaseException], ...] = (
     GuestFault,
     GuestExit,
     KubeCodecError,
+    DeadlineExceeded,
 )
+
+_NODE_NAME_IMPORT = ("k8s.io/scheduler", "currentNodeName")
 
 _STDERR_IN_REASON = 2000
 
@@ -107,7 +121,21 @@ class GuestInstance:
             config.log_severity,
             node_cache or NodeWireCache(),
         )
-        self._host.define(self._definer, guest.shape.host_imports)
+        fast = guest.compiler.fast_calls and FAST_PATH_AVAILABLE and FAST_HOST_FUNCTIONS
+        #: The store's shared deadline and its callback (fast path only).
+        self._deadline = EpochDeadline(self._store, self._fault, self._call_ticks) if fast else None
+        host_imports = guest.shape.host_imports
+        per_node = sorted(guest.exports & PER_NODE_SLOTS.keys())
+        #: Filter and Score over many nodes in one call into wasm (fast path only).
+        self._loop: NodeLoop | None = None
+        if self._deadline is not None and per_node:
+            self._loop = NodeLoop(
+                self._store, linker, guest.compiler.helper_module,
+                lambda module, name: self._host.define_as(self._definer, "k8s.io/scheduler", name, module),
+                _NODE_NAME_IMPORT in host_imports,
+            )
+            host_imports = host_imports - {_NODE_NAME_IMPORT}
+        self._host.define(self._definer, host_imports)
         where = f"{config.name!r} ({guest.url})"
         try:
             instance = linker.instantiate(self._store, guest.module)
@@ -118,6 +146,13 @@ class GuestInstance:
         assert isinstance(memory, wasmtime.Memory)
         self.memory = GuestMemory(memory, self._store, guest.compiler.fast_calls)
         self._wasi.memory = self._host.memory = self.memory
+        if self._loop is not None and self._deadline is not None:
+            try:
+                self._loop.attach(exports, memory, per_node, self._fault, self._deadline)
+            except wasmtime.WasmtimeError as exc:  # e.g. a memory the driver cannot import
+                self.log.info("node_loop.unavailable", reason=self._describe(exc))
+                self._loop.detach(linker)
+                self._loop = None
         #: export name -> caller taking the deadline in epoch ticks
         self._funcs: dict[str, ExportCaller] = {}
         for name in guest.exports:
@@ -125,7 +160,7 @@ class GuestInstance:
             assert isinstance(func, wasmtime.Func)
             results = EXPORT_RESULTS[name]
             self._funcs[name] = make_export_caller(
-                self._store, func, results[0] if results else None, self._fault, guest.compiler.fast_calls
+                self._store, func, results[0] if results else None, self._fault, self._deadline
             )
         if guest.shape.has_start:
             start = exports["_start"]
@@ -161,7 +196,9 @@ class GuestInstance:
 
     def _describe(self, exc: BaseException, timeout_ms: int | None = None) -> str:
         """One line for a failure: a trap's cause (not its backtrace), or the exception's text."""
-        if isinstance(exc, wasmtime.Trap) and exc.trap_code == wasmtime.TrapCode.INTERRUPT:
+        if isinstance(exc, DeadlineExceeded) or (
+            isinstance(exc, wasmtime.Trap) and exc.trap_code == wasmtime.TrapCode.INTERRUPT
+        ):
             limit = self._call_timeout_ms if timeout_ms is None else timeout_ms
             return f"deadline exceeded: the call ran longer than {limit} ms (limits.callTimeoutMs)"
         text = exc.message if isinstance(exc, wasmtime.Trap) else (str(exc) or type(exc).__name__)
@@ -308,7 +345,9 @@ class GuestInstance:
         """Call ctx.export once per node (one tight loop); the Error status if it broke."""
         self._host.context = ctx
         try:
-            run = self._funcs[ctx.export].per_node(ctx, names, self._call_ticks, stop_mask)
+            run = self._loop.run(ctx, names, stop_mask) if self._loop is not None else None
+            if run is None:
+                run = self._funcs[ctx.export].per_node(ctx, names, self._call_ticks, stop_mask)
         finally:
             self._host.context = None
         self.calls += len(run.values) + (run.error is not None)
@@ -359,8 +398,14 @@ class GuestInstance:
             )
         ctx = CallContext("score", handle, phase=self.phase, pod=pod)
         run, failed = self._run_per_node(ctx, node_names, stop_mask=0xFFFF_FFFF)
+        values = run.values
+        if failed is None and len(values) == len(node_names) and not (values and values[-1] & 0xFFFF_FFFF):
+            # The common case: the loop stops at the first status that is not Success, so
+            # every node ran and succeeded. Values are signed i64: >> 32 keeps the sign.
+            highs = [v >> 32 for v in values]
+            return ScoreResult(Status(plugin=self.plugin), tuple(map(NodeScore, node_names, highs)))
         scores: list[NodeScore] = []
-        for i, (name, packed) in enumerate(zip(node_names, run.values, strict=False)):
+        for i, (name, packed) in enumerate(zip(node_names, values, strict=False)):
             low, score = decode_score(packed)
             if low != Code.SUCCESS:
                 ctx.reason = run.reasons.get(i, "")

@@ -53,6 +53,12 @@ class CallContext:
     cluster_events: list[ClusterEvent] = field(default_factory=list)
     #: A result the guest gave that the host could not accept; the call becomes Error.
     result_error: str = ""
+    # --- during a batch of per-node calls run in wasm (actors.node_loop) ---------------
+    #: The batch's node names, and how to read the index of the node in progress.
+    batch_names: Sequence[str] | None = None
+    node_index: Callable[[], int] | None = None
+    #: Status reasons the guest set, by node index.
+    batch_reasons: dict[int, str] | None = None
 
     @property
     def log_fields(self) -> dict[str, str]:
@@ -133,8 +139,12 @@ class HostFunctions:
         `define(module, name, params, results, func)` registers one host function
         (actors.fast_call.HostFunctionDefiner)."""
         for module, name in imports:
-            params, results = HOST_IMPORTS[(module, name)]
-            define(module, name, params, results, getattr(self, _METHODS[name]))
+            self.define_as(define, module, name, module)
+
+    def define_as(self, define: Callable[..., None], module: str, name: str, as_module: str) -> None:
+        """Define the ABI host function `module`.`name` under the module name `as_module`."""
+        params, results = HOST_IMPORTS[(module, name)]
+        define(as_module, name, params, results, getattr(self, _METHODS[name]))
 
     # --- k8s.io/api --------------------------------------------------------------------
 
@@ -166,7 +176,9 @@ class HostFunctions:
 
     def current_node_name(self, buf: int, buf_limit: int) -> int:
         ctx = self._ctx("currentNodeName")
-        return self._mem().give(ctx.node_name.encode(), buf, buf_limit, "currentNodeName")
+        name = ctx.node_name if ctx.node_index is None or ctx.batch_names is None else (
+            ctx.batch_names[ctx.node_index()])
+        return self._mem().give(name.encode(), buf, buf_limit, "currentNodeName")
 
     def filtered_node_list(self, buf: int, buf_limit: int) -> int:
         ctx = self._ctx("filteredNodeList")
@@ -208,6 +220,8 @@ class HostFunctions:
     def status_reason(self, ptr: int, length: int) -> None:
         ctx = self._ctx("result.status_reason")
         ctx.reason = self._result_bytes(ptr, length, "result.status_reason").decode("utf-8", "replace")
+        if ctx.batch_reasons is not None and ctx.node_index is not None:
+            ctx.batch_reasons[ctx.node_index()] = ctx.reason
 
     def node_names(self, ptr: int, length: int) -> None:
         data = self._result_bytes(ptr, length, "result.node_names")

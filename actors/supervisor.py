@@ -30,13 +30,13 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pykka
 import structlog
 
-from actors.guest_actor import GuestActor, InstanceBroken
+from actors.guest_actor import GuestActor, InstanceBroken, Replied
 from actors.wire_cache import NodeWireCache
 from registry.compiler import CompiledGuest
 from registry.config import PluginConfig
@@ -51,9 +51,11 @@ log = structlog.get_logger("actors.supervisor")
 class BeginCycle:
     """PreFilter of pod `pod_uid`: a scheduling cycle starts.
 
-    `invoke`, if given, is the cycle's first message for the assigned actor: the
-    supervisor sends it on (an ask it does not wait for) and answers with its future in
-    `Assigned.reply`, so the caller waits once instead of twice."""
+    `invoke`, if given, is the cycle's first message for the assigned actor (an
+    `Invoke` whose `reply_to` is the caller's future): the supervisor sends it on with
+    the route, and the actor answers the caller directly with a `Replied`; a `Lost`
+    answers it at once. BeginCycle is then told, not asked: the caller waits on one
+    future, woken once."""
 
     pod_uid: str
     pod: str = ""
@@ -122,8 +124,6 @@ class Reap:
 class Assigned:
     instance_id: str
     actor: pykka.ActorRef[Any]
-    #: The actor's answer to `BeginCycle.invoke` (None without one).
-    reply: pykka.Future[Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,40 +241,49 @@ class SupervisorActor(pykka.ThreadingActor):
     # --- transitions -------------------------------------------------------------------
 
     def _begin_cycle(self, msg: BeginCycle) -> Assigned | Lost:
+        while True:
+            answer = self._assign_slot(msg)
+            if msg.invoke is None or isinstance(answer, Lost):
+                break
+            try:  # never waited for here: the actor answers the caller
+                answer.actor.tell(replace(msg.invoke, route=answer))
+                return answer
+            except pykka.ActorDeadError:
+                # Died before the cycle's first call reached it: the pod has no state there
+                # yet, so it starts on another actor (each turn discards one: this ends).
+                self._instance_broken(InstanceBroken(answer.instance_id, "its actor died"))
+                self._slot = None
+        if msg.invoke is not None:
+            msg.invoke.reply_to.set(Replied(answer))
+        return answer
+
+    def _log_assignment(self, msg: BeginCycle, previous: tuple[str, str] | None, instance_id: str) -> None:
+        """`previous`: the slot's last pod and actor when that actor is reassigned."""
+        if previous is not None:
+            self.log.info("assignment.reassigned", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid,
+                          previous_pod=self._slot_pod, previous_pod_uid=previous[0])
+        else:
+            self.log.info("assignment.acquired", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid,
+                          phase="scheduling")
+        if msg.pod_uid in self._binding:
+            # The same pod again while a binding cycle of it still holds an actor: that
+            # cycle keeps its own actor; this one is separate.
+            self.log.warning("assignment.pod_in_binding", pod=msg.pod, pod_uid=msg.pod_uid)
+
+    def _assign_slot(self, msg: BeginCycle) -> Assigned | Lost:
         previous = self._slot
         if previous is not None and previous[1] != _TOMBSTONE and previous[1] in self._actors:
             instance_id = previous[1]
-            self.log.info(
-                "assignment.reassigned",
-                instance=instance_id,
-                pod=msg.pod,
-                pod_uid=msg.pod_uid,
-                previous_pod=self._slot_pod,
-                previous_pod_uid=previous[0],
-            )
         else:
             taken = self._take_idle()
             if taken is None:
                 self._slot = None
                 return self._pool_exhausted()
-            instance_id = taken
-            self.log.info(
-                "assignment.acquired",
-                instance=instance_id,
-                pod=msg.pod,
-                pod_uid=msg.pod_uid,
-                phase="scheduling",
-            )
-        if msg.pod_uid in self._binding:
-            # The same pod again while a binding cycle of it still holds an actor: that
-            # cycle keeps its own actor; this one is separate.
-            self.log.warning("assignment.pod_in_binding", pod=msg.pod, pod_uid=msg.pod_uid)
+            instance_id, previous = taken, None
+        self._log_assignment(msg, previous, instance_id)
         self._slot = (msg.pod_uid, instance_id)
         self._slot_pod = msg.pod
-        ref = self._actors[instance_id]
-        # Never waited for here: a dead actor's future carries ActorDeadError.
-        reply = ref.ask(msg.invoke, block=False) if msg.invoke is not None else None
-        return Assigned(instance_id, ref, reply)
+        return Assigned(instance_id, self._actors[instance_id])
 
     def _route(self, msg: Route) -> Assigned | Lost:
         if self._slot is not None and self._slot[0] == msg.pod_uid:
@@ -410,6 +419,7 @@ class SupervisorActor(pykka.ThreadingActor):
         return instance_id
 
     def _take_idle(self) -> str | None:
+        """The most recently used live idle actor; else a new one, room allowing."""
         while self._idle:
             # The most recently used idle actor: its memory is warm.
             instance_id = next(reversed(self._idle))

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import pykka
@@ -50,10 +51,18 @@ from actors.abi import (
     PermitResult,
     PostFilterResult,
     PreFilterResult,
+    PreScoreAndScore,
     ScoreResult,
     Status,
 )
-from actors.guest_actor import Describe, InstanceBroken, InstanceInfo, Invoke
+from actors.guest_actor import (
+    PRESCORE_AND_SCORE,
+    Describe,
+    InstanceBroken,
+    InstanceInfo,
+    Invoke,
+    Replied,
+)
 from actors.handle import EmptyHandle, FrameworkHandle, KubeObject
 from actors.supervisor import (
     Assigned,
@@ -119,6 +128,10 @@ def _ask(actor: pykka.ActorRef[Any], message: Any) -> Any:
     return actor.ask(message, block=True)
 
 
+def _replied(replied: Replied) -> tuple[Assigned | Lost, Any]:
+    return replied.route, replied.result
+
+
 def _names(nodes: Sequence[Named | str]) -> list[str]:
     return [n if isinstance(n, str) else n.name for n in nodes]
 
@@ -141,6 +154,8 @@ class WasmPlugin:
         self._slot_uid: str | None = None
         #: Serializes the transitions the facade sends with the changes to `_routes`.
         self._routes_lock = threading.Lock()
+        #: pod uid -> (nodes, their names, Score result) computed with PreScore, until Score asks.
+        self._early_scores: dict[str, tuple[Sequence[Named | str], list[str], ScoreResult]] = {}
         info = self._first_instance()
         if info.broken:
             self.stop()
@@ -222,28 +237,46 @@ class WasmPlugin:
 
     # --- routes: which actor serves a pod ----------------------------------------------
 
-    def _begin(self, uid: str, name: str, invoke: Invoke | None = None) -> Assigned | Lost:
+    def _begin(self, uid: str, name: str, invoke: Invoke | None = None) -> tuple[Assigned | Lost, Any]:
         """BeginCycle: the supervisor gives the pod the scheduling slot's actor (the pod
-        that held the slot loses it) and sends it `invoke`; remembered for the pod's later
-        calls."""
+        that held the slot loses it) and sends it `invoke`, whose result comes back with
+        the route on one future; the route is remembered for the pod's later calls."""
         with self._routes_lock:
             # Sent and accounted under the lock (the order the supervisor sees), answered
             # outside it: other threads' transitions need not wait for this round trip.
-            future = self.supervisor.ask(BeginCycle(uid, name, invoke), block=False)
+            if invoke is None:
+                future = self.supervisor.ask(BeginCycle(uid, name), block=False)
+            else:
+                future = pykka.ThreadingFuture()
+                self.supervisor.tell(BeginCycle(uid, name, replace(invoke, reply_to=future)))
             previous = self._slot_uid
             if previous is not None and previous != uid:
                 self._routes.pop(previous, None)
+                self._early_scores.pop(previous, None)
             self._routes.pop(uid, None)
+            self._early_scores.pop(uid, None)
             self._slot_uid = uid
-        answer = future.get()
+        answer, result = (future.get(), None) if invoke is None else _replied(self._await_reply(future))
         assert isinstance(answer, (Assigned, Lost)), answer
         with self._routes_lock:
             if self._slot_uid == uid:  # not reassigned, moved or released meanwhile
                 if isinstance(answer, Assigned):
-                    self._routes[uid] = Assigned(answer.instance_id, answer.actor)
+                    self._routes[uid] = answer
                 else:
                     self._slot_uid = None
-        return answer
+        return answer, result
+
+    def _await_reply(self, future: pykka.Future[Any]) -> Any:
+        """The actor's `Replied` to a forwarded call. Told messages carry no envelope
+        future that pykka would fail if the supervisor stopped with the message unread,
+        so the wait looks at the supervisor once a second (only a stop or a crash makes
+        a reply this late)."""
+        while True:
+            try:
+                return future.get(timeout=1.0)
+            except pykka.Timeout:
+                if not self.supervisor.is_alive():
+                    raise pykka.ActorDeadError(f"wasm plugin {self.name}: its supervisor stopped") from None
 
     def _to_binding(self, uid: str, name: str) -> None:
         with self._routes_lock:
@@ -255,6 +288,7 @@ class WasmPlugin:
         with self._routes_lock:
             self.supervisor.tell(Release(uid, name, why))
             self._routes.pop(uid, None)
+            self._early_scores.pop(uid, None)
             if self._slot_uid == uid:
                 self._slot_uid = None
 
@@ -277,13 +311,15 @@ class WasmPlugin:
         there; a Status if none can."""
         uid, name = pod_key(pod)
         invoke = Invoke(point, args, name, uid, phase)
-        # BeginCycle carries the cycle's first call: the supervisor sends it on.
-        answer = self._begin(uid, name, invoke) if route is BeginCycle else self._route(uid, name)
+        if route is BeginCycle:
+            # BeginCycle carries the cycle's first call: the supervisor sends it on and
+            # the actor answers here, with the route.
+            answer, result = self._begin(uid, name, invoke)
+            return self._error(answer.reason) if isinstance(answer, Lost) else result
+        answer = self._route(uid, name)
         if isinstance(answer, Lost):
             return self._error(answer.reason)
         try:
-            if answer.reply is not None:
-                return answer.reply.get()
             return _ask(answer.actor, invoke)
         except pykka.ActorDeadError:
             # Discarded by the supervisor, or died: in both cases tell it (a no-op for the first).
@@ -304,7 +340,7 @@ class WasmPlugin:
     def pre_filter(self, state: Any, pod: KubeObject) -> PreFilterResult:
         if not self._exports("prefilter"):
             uid, name = pod_key(pod)
-            answer = self._begin(uid, name)
+            answer, _ = self._begin(uid, name)
             return PreFilterResult(self._error(answer.reason) if isinstance(answer, Lost) else Status(plugin=self.name))
         result = self._run(BeginCycle, "prefilter", (pod, self._handle(state)), pod, "scheduling")
         return PreFilterResult(result) if isinstance(result, Status) else result
@@ -335,12 +371,23 @@ class WasmPlugin:
         return PostFilterResult(result) if isinstance(result, Status) else result
 
     def pre_score(self, state: Any, pod: KubeObject, nodes: Sequence[Named | str]) -> Status:
+        """PreScore, and Score over the same nodes in the same message (a guest exporting
+        prescore also exports score): Score then answers from what this call brought."""
         if not self._exports("prescore"):
             return Status(plugin=self.name)
-        result: Status = self._run(Route, "prescore", (pod, _names(nodes), self._handle(state)), pod, "scheduling")
-        return result
+        names = _names(nodes)
+        result = self._run(Route, PRESCORE_AND_SCORE, (pod, names, self._handle(state)), pod, "scheduling")
+        if isinstance(result, Status):
+            return result
+        assert isinstance(result, PreScoreAndScore)
+        if result.score is not None:
+            self._early_scores[pod_key(pod)[0]] = (nodes, names, result.score)
+        return result.prescore
 
     def score_nodes(self, state: Any, pod: KubeObject, nodes: Sequence[Named | str]) -> ScoreResult:
+        early = self._early_scores.pop(pod_key(pod)[0], None)
+        if early is not None and (early[0] is nodes or early[1] == _names(nodes)):
+            return early[2]
         result = self._run(Route, "score", (pod, _names(nodes), self._handle(state)), pod, "scheduling")
         return ScoreResult(result) if isinstance(result, Status) else result
 

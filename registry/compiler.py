@@ -98,6 +98,7 @@ class GuestCompiler:
         self.fast_calls = fast_calls
         self.cache_dir = cache_dir
         self._modules: dict[str, wasmtime.Module] = {}
+        self._helpers: dict[str, wasmtime.Module] = {}
         self._lock = threading.Lock()  # guards the cache dict, not any instance
         self._ticker: EpochTicker | None = None
 
@@ -114,6 +115,14 @@ class GuestCompiler:
             ticker, self._ticker = self._ticker, None
         if ticker is not None:
             ticker.stop()
+
+    def helper_module(self, name: str, wat: str) -> wasmtime.Module:
+        """A module of the runtime's own (WAT text), compiled once per compiler and engine."""
+        with self._lock:
+            module = self._helpers.get(name)
+            if module is None:
+                module = self._helpers[name] = wasmtime.Module(self.engine, wat)
+        return module
 
     def load(self, config: PluginConfig) -> CompiledGuest:
         """Fetch, verify, compile (or reuse) and validate the guest of `config`."""

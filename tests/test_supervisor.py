@@ -95,6 +95,22 @@ def test_pod_rejected_in_filter_releases_its_instance_at_next_prefilter(checker_
     assert counts.balanced
 
 
+def test_a_slot_actor_that_died_between_cycles_is_replaced_for_the_next_pod(checker_plugin) -> None:
+    plugin = checker_plugin()
+    a, b = make_pod("a"), make_pod("b")
+    scheduling_cycle(plugin, a)  # no Permit: the slot keeps a's actor for the next pod
+    served_a = instance_of(plugin, a)
+    uid, name = pod_key(a)
+    answer = plugin.supervisor.ask(Route(uid, name))
+    assert isinstance(answer, Assigned)
+    answer.actor.stop()
+    # b has no state anywhere yet: it starts on another instance instead of failing.
+    scheduling_cycle(plugin, b)
+    assert instance_of(plugin, b) not in (None, served_a)
+    counts = plugin.counts()
+    assert (counts.discarded, counts.scheduling) == (1, 1) and counts.balanced
+
+
 def test_pod_past_permit_keeps_its_instance_through_binding(checker_plugin) -> None:
     plugin = checker_plugin()
     a, b, c = make_pod("a"), make_pod("b"), make_pod("c")
