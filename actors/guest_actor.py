@@ -20,7 +20,7 @@ import structlog
 from actors import abi
 from actors.abi import ClusterEvent, Code, Status
 from actors.guest_instance import GuestInstance
-from actors.wire_cache import NodeWireCache
+from actors.wire_cache import WireCache
 from registry.compiler import CompiledGuest
 from registry.config import PluginConfig
 from registry.errors import GuestLoadError
@@ -110,14 +110,14 @@ class GuestActor(pykka.ThreadingActor):
         guest: CompiledGuest,
         config: PluginConfig,
         instance_id: str,
-        node_cache: NodeWireCache,
+        wire_cache: WireCache,
         supervisor: pykka.ActorRef[Any] | None = None,
     ) -> None:
         super().__init__()
         self.guest = guest
         self.config = config
         self.instance_id = instance_id
-        self.node_cache = node_cache
+        self.wire_cache = wire_cache
         self.supervisor = supervisor
         self.instance: GuestInstance | None = None
         self.load_error = ""
@@ -128,7 +128,7 @@ class GuestActor(pykka.ThreadingActor):
         started = time.perf_counter()
         try:
             self.instance = GuestInstance(
-                self.guest, self.config, self.instance_id, self.node_cache
+                self.guest, self.config, self.instance_id, self.wire_cache
             )
         except GuestLoadError as exc:
             self.load_error = str(exc)

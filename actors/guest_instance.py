@@ -55,7 +55,7 @@ from actors.host_functions import CallContext, HostFunctions
 from actors.kube_codec import KubeCodecError
 from actors.node_loop import PER_NODE_SLOTS, NodeLoop
 from actors.wasi import CapturedOutput, GuestExit, Wasi
-from actors.wire_cache import NodeWireCache
+from actors.wire_cache import WireCache
 from registry.compiler import CompiledGuest, deadline_ticks
 from registry.config import PluginConfig
 from registry.errors import GuestLoadError
@@ -89,7 +89,7 @@ class GuestInstance:
         guest: CompiledGuest,
         config: PluginConfig,
         instance_id: str,
-        node_cache: NodeWireCache | None = None,
+        wire_cache: WireCache | None = None,
     ) -> None:
         self.plugin = config.name
         self.instance_id = instance_id
@@ -119,7 +119,7 @@ class GuestInstance:
             instance_id,
             config.guest_config,
             config.log_severity,
-            node_cache or NodeWireCache(),
+            wire_cache or WireCache(),
         )
         fast = guest.compiler.fast_calls and FAST_PATH_AVAILABLE and FAST_HOST_FUNCTIONS
         #: The store's shared deadline and its callback (fast path only).

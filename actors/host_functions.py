@@ -23,7 +23,7 @@ from actors.abi import HOST_IMPORTS, ClusterEvent
 from actors.guest_memory import GuestFault, GuestMemory
 from actors.handle import FrameworkHandle, KubeObject
 from actors.kube_codec import encode_pod
-from actors.wire_cache import NodeWireCache, PodWireCache
+from actors.wire_cache import PodWireCache, WireCache
 
 #: Largest result a guest may hand over in one call (a node-name list, a score map...).
 MAX_RESULT_BYTES = 16 * 1024 * 1024
@@ -87,14 +87,13 @@ class HostFunctions:
         instance_id: str,
         guest_config: str,
         log_severity: int,
-        node_cache: NodeWireCache,
+        wire_cache: WireCache,
     ) -> None:
         self.plugin = plugin
         self.instance_id = instance_id
         self.guest_config = guest_config.encode()
         self.log_severity = log_severity
-        self.node_cache = node_cache
-        self.pod_cache = PodWireCache()
+        self.wire_cache = wire_cache
         #: Preemption removes a victim then adds it back: its encoding serves both calls.
         self.target_cache = PodWireCache()
         self.memory: GuestMemory | None = None
@@ -155,18 +154,18 @@ class HostFunctions:
         node = ctx.handle.get_node(name)
         if node is None:
             return 0
-        return mem.give(self.node_cache.node(node), buf, buf_limit, "node")
+        return mem.give(self.wire_cache.node(node), buf, buf_limit, "node")
 
     def node_list(self, buf: int, buf_limit: int) -> int:
         ctx = self._ctx("nodeList")
-        data = self.node_cache.node_list(ctx.handle.list_nodes())
+        data = self.wire_cache.node_list(ctx.handle.list_nodes())
         return self._mem().give(data, buf, buf_limit, "nodeList")
 
     # --- k8s.io/scheduler: inputs -------------------------------------------------------
 
     def current_pod(self, buf: int, buf_limit: int) -> int:
         ctx = self._ctx("currentPod")
-        data = self.pod_cache.pod(ctx.pod) if ctx.pod is not None else b""
+        data = self.wire_cache.pod(ctx.pod) if ctx.pod is not None else b""
         return self._mem().give(data, buf, buf_limit, "currentPod")
 
     def target_pod(self, buf: int, buf_limit: int) -> int:

@@ -37,7 +37,7 @@ import pykka
 import structlog
 
 from actors.guest_actor import GuestActor, InstanceBroken, Replied
-from actors.wire_cache import NodeWireCache
+from actors.wire_cache import WireCache
 from registry.compiler import CompiledGuest
 from registry.config import PluginConfig
 
@@ -164,13 +164,13 @@ class SupervisorActor(pykka.ThreadingActor):
         self,
         guest: CompiledGuest,
         config: PluginConfig,
-        node_cache: NodeWireCache | None = None,
+        wire_cache: WireCache | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
         self.guest = guest
         self.config = config
-        self.node_cache = node_cache or NodeWireCache()
+        self.wire_cache = wire_cache or WireCache()
         self.clock = clock
         self.log = log.bind(plugin=config.name)
         self._ids = itertools.count(1)
@@ -412,7 +412,7 @@ class SupervisorActor(pykka.ThreadingActor):
     def _start_actor(self) -> str:
         instance_id = f"{self.config.name}-{next(self._ids)}"
         ref = GuestActor.start(
-            self.guest, self.config, instance_id, self.node_cache, self.actor_ref
+            self.guest, self.config, instance_id, self.wire_cache, self.actor_ref
         )
         self._actors[instance_id] = ref
         self._started += 1

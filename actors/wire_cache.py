@@ -1,7 +1,7 @@
 """Encoded Kubernetes objects, made once per object version and shared by instances.
 
 This module owns the rule "a node is encoded once per version, a pod once per cycle":
-`NodeWireCache` keeps each node's protobuf bytes keyed by the node object itself (the
+`WireCache` keeps each node's protobuf bytes keyed by the node object itself (the
 snapshot replaces a node's dict when the node changes; it never edits one in place)
 and assembles a `v1.NodeList` from the cached items without re-encoding them. One
 cache serves all instances of a plugin, from their own threads: entries are
@@ -10,6 +10,7 @@ immutable tuples swapped in whole, so a race costs at most a duplicate encoding.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,12 +31,32 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-class NodeWireCache:
-    """node name -> (node object, its v1.Node bytes)."""
+#: Pods whose bytes a `WireCache` keeps (the cycles in flight: scheduling, binding, preemption).
+POD_ENTRIES = 64
+
+
+class WireCache:
+    """node name -> (node object, its v1.Node bytes); the last pods -> their v1.Pod bytes."""
 
     def __init__(self) -> None:
         self._nodes: dict[str, tuple[Mapping[str, Any], bytes]] = {}
         self._list: tuple[tuple[int, ...], bytes] | None = None
+        self._pods: dict[int, tuple[Mapping[str, Any], bytes]] = {}
+
+    def pod(self, pod: Mapping[str, Any]) -> bytes:
+        """The pod's bytes, encoded once per pod object (a pod dict is never edited in place:
+        the framework makes a new one for every change)."""
+        entry = self._pods.get(id(pod))
+        if entry is not None and entry[0] is pod:
+            return entry[1]
+        data = encode_pod(pod)
+        pods = self._pods
+        if len(pods) >= POD_ENTRIES:
+            # The oldest entry (insertion order); another thread may have taken it already.
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                del pods[next(iter(pods))]
+        pods[id(pod)] = (pod, data)
+        return data
 
     def node(self, node: Mapping[str, Any]) -> bytes:
         name = str(node.get("metadata", {}).get("name", ""))

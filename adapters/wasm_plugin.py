@@ -33,6 +33,7 @@ message is a thread hand-off, the dominant cost of a call):
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -64,6 +65,7 @@ from actors.guest_actor import (
     Replied,
 )
 from actors.handle import EmptyHandle, FrameworkHandle, KubeObject
+from actors.kube_codec import KubeCodecError
 from actors.supervisor import (
     Assigned,
     BeginCycle,
@@ -80,7 +82,7 @@ from actors.supervisor import (
     SupervisorActor,
     ToBinding,
 )
-from actors.wire_cache import NodeWireCache
+from actors.wire_cache import WireCache
 from registry.compiler import CompiledGuest, GuestCompiler
 from registry.config import PluginConfig
 from registry.errors import GuestLoadError
@@ -144,9 +146,10 @@ class WasmPlugin:
         self.config = config
         self.guest = guest
         self.handle: FrameworkHandle = handle or EmptyHandle()
-        self.node_cache = NodeWireCache()
+        self.wire_cache = WireCache()
+        self._reads_pod = ("k8s.io/scheduler", "currentPod") in guest.shape.host_imports
         self.log = log.bind(plugin=self.name)
-        self.supervisor = SupervisorActor.start(guest, config, self.node_cache)
+        self.supervisor = SupervisorActor.start(guest, config, self.wire_cache)
         self._events: tuple[ClusterEvent, ...] | None = None
         #: pod uid -> the actor BeginCycle assigned it, while the facade knows it holds.
         self._routes: dict[str, Assigned] = {}
@@ -237,10 +240,14 @@ class WasmPlugin:
 
     # --- routes: which actor serves a pod ----------------------------------------------
 
-    def _begin(self, uid: str, name: str, invoke: Invoke | None = None) -> tuple[Assigned | Lost, Any]:
+    def _begin(self, uid: str, name: str, invoke: Invoke | None = None,
+               pod: KubeObject | None = None) -> tuple[Assigned | Lost, Any]:
         """BeginCycle: the supervisor gives the pod the scheduling slot's actor (the pod
         that held the slot loses it) and sends it `invoke`, whose result comes back with
-        the route on one future; the route is remembered for the pod's later calls."""
+        the route on one future; the route is remembered for the pod's later calls.
+
+        While the supervisor's and the actor's threads wake up, this thread encodes `pod`
+        for the guest (if it reads the pod at all): time the GIL would sit idle otherwise."""
         with self._routes_lock:
             # Sent and accounted under the lock (the order the supervisor sees), answered
             # outside it: other threads' transitions need not wait for this round trip.
@@ -256,6 +263,9 @@ class WasmPlugin:
             self._routes.pop(uid, None)
             self._early_scores.pop(uid, None)
             self._slot_uid = uid
+        if pod is not None and self._reads_pod:
+            with contextlib.suppress(KubeCodecError):  # the guest's own call reports it
+                self.wire_cache.pod(pod)
         answer, result = (future.get(), None) if invoke is None else _replied(self._await_reply(future))
         assert isinstance(answer, (Assigned, Lost)), answer
         with self._routes_lock:
@@ -314,7 +324,7 @@ class WasmPlugin:
         if route is BeginCycle:
             # BeginCycle carries the cycle's first call: the supervisor sends it on and
             # the actor answers here, with the route.
-            answer, result = self._begin(uid, name, invoke)
+            answer, result = self._begin(uid, name, invoke, pod)
             return self._error(answer.reason) if isinstance(answer, Lost) else result
         answer = self._route(uid, name)
         if isinstance(answer, Lost):

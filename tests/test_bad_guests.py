@@ -30,7 +30,7 @@ from actors.abi import (
 from actors.guest_actor import Describe, GuestActor, InstanceBroken, InstanceInfo, Invoke
 from actors.guest_instance import GuestInstance
 from actors.handle import EmptyHandle
-from actors.wire_cache import NodeWireCache
+from actors.wire_cache import WireCache
 from registry.compiler import CompiledGuest, GuestCompiler
 from registry.config import LimitsConfig, PluginConfig
 from registry.errors import GuestLoadError
@@ -332,7 +332,7 @@ def actors(probe: CompiledGuest) -> Iterator[Callable[..., pykka.ActorRef[Any]]]
               guest: CompiledGuest | None = None) -> pykka.ActorRef[Any]:
         g = guest or probe
         ref = GuestActor.start(g, PluginConfig(name=g.name, guest_url=g.url), instance_id,
-                               node_cache=NodeWireCache(), supervisor=supervisor)
+                               wire_cache=WireCache(), supervisor=supervisor)
         started.append(ref)
         return ref
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+import wasmtime
 
 from actors import node_loop
 from actors.abi import Code, NodeScore, Status
@@ -207,3 +208,19 @@ def test_many_nodes_and_many_distinct_names(make: Callable[..., GuestInstance],
     assert inst.score(POD, names, handle).scores == tuple(NodeScore(n, len(n)) for n in names)
     assert inst.score(POD, [], handle).scores == ()
     assert not inst.broken
+
+
+def test_without_the_driver_the_instance_loops_in_python(compiler: GuestCompiler,
+                                                         make: Callable[..., GuestInstance],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A driver that cannot be made (a memory it cannot import, say) leaves the instance
+    working: the guest's currentNodeName goes straight to the host."""
+    def refuse(*_args: object) -> None:
+        raise wasmtime.WasmtimeError("incompatible import type for `guest::memory`")
+
+    monkeypatch.setattr(node_loop.NodeLoop, "attach", refuse)
+    inst, handle = make(), EmptyHandle()
+    assert inst._loop is None
+    assert inst.filter(POD, ["o-1", "b-2"], handle).statuses == (
+        ("o-1", ok()), ("b-2", ok(Code.UNSCHEDULABLE, "node says no")))
+    assert inst.reserve(POD, "b-3", handle).code == Code.UNSCHEDULABLE
