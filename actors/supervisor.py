@@ -113,6 +113,15 @@ class GetActors:
 
 
 @dataclass(frozen=True, slots=True)
+class Batch:
+    """Several messages in one, handled in order; the answer is the last one's. The facade
+    holds a ToBinding back until its next message, which then carries it (one wake of
+    this actor less per pod; the pod's actor serves it all the same meanwhile)."""
+
+    messages: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Reap:
     """Stop idle actors beyond `min_idle` that have idled longer than `idle_seconds`."""
 
@@ -399,6 +408,12 @@ class SupervisorActor(pykka.ThreadingActor):
     def _actors_message(self, _msg: GetActors) -> list[pykka.ActorRef[Any]]:
         return list(self._actors.values())
 
+    def _batch(self, msg: Batch) -> Any:
+        result = None
+        for message in msg.messages:
+            result = _HANDLERS[type(message)](self, message)
+        return result
+
     def _reap_message(self, _msg: Reap) -> int:
         self._reap_timer = None  # this is its message (or an explicit one): a new timer may follow
         return self._reap()
@@ -477,4 +492,5 @@ _HANDLERS: dict[type, Callable[[SupervisorActor, Any], Any]] = {
     GetPlacement: SupervisorActor._placement,
     Reap: SupervisorActor._reap_message,
     GetActors: SupervisorActor._actors_message,
+    Batch: SupervisorActor._batch,
 }

@@ -68,6 +68,7 @@ from actors.handle import EmptyHandle, FrameworkHandle, KubeObject
 from actors.kube_codec import KubeCodecError
 from actors.supervisor import (
     Assigned,
+    Batch,
     BeginCycle,
     Borrow,
     GetActors,
@@ -157,6 +158,8 @@ class WasmPlugin:
         self._slot_uid: str | None = None
         #: Serializes the transitions the facade sends with the changes to `_routes`.
         self._routes_lock = threading.Lock()
+        #: Transitions held back until the next message to the supervisor (ToBinding).
+        self._deferred: list[Any] = []
         #: pod uid -> (nodes, their names, Score result) computed with PreScore, until Score asks.
         self._early_scores: dict[str, tuple[Sequence[Named | str], list[str], ScoreResult]] = {}
         info = self._first_instance()
@@ -170,7 +173,7 @@ class WasmPlugin:
         return cls(compiler.load(config), config, handle)
 
     def _first_instance(self) -> InstanceInfo:
-        lent = _ask(self.supervisor, Borrow())
+        lent = self._ask_supervisor(Borrow())
         assert isinstance(lent, Assigned), lent
         try:
             info: InstanceInfo = _ask(lent.actor, Describe())
@@ -200,15 +203,15 @@ class WasmPlugin:
         return frozenset(p for p in (*POINT_EXPORTS, "unreserve") if self.implements(p))
 
     def counts(self) -> PoolCounts:
-        counts: PoolCounts = _ask(self.supervisor, GetCounts())
+        counts: PoolCounts = self._ask_supervisor(GetCounts())
         return counts
 
     def placement(self) -> dict[str, str]:
-        placement: dict[str, str] = _ask(self.supervisor, GetPlacement())
+        placement: dict[str, str] = self._ask_supervisor(GetPlacement())
         return placement
 
     def reap(self) -> int:
-        reaped: int = _ask(self.supervisor, Reap())
+        reaped: int = self._ask_supervisor(Reap())
         return reaped
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -217,7 +220,7 @@ class WasmPlugin:
             self._routes.clear()
             self._slot_uid = None
         try:
-            guests: list[pykka.ActorRef[Any]] = _ask(self.supervisor, GetActors())
+            guests: list[pykka.ActorRef[Any]] = self._ask_supervisor(GetActors())
             self.supervisor.stop()
         except pykka.ActorDeadError:
             return
@@ -252,10 +255,10 @@ class WasmPlugin:
             # Sent and accounted under the lock (the order the supervisor sees), answered
             # outside it: other threads' transitions need not wait for this round trip.
             if invoke is None:
-                future = self.supervisor.ask(BeginCycle(uid, name), block=False)
+                future = self.supervisor.ask(self._with_deferred(BeginCycle(uid, name)), block=False)
             else:
                 future = pykka.ThreadingFuture()
-                self.supervisor.tell(BeginCycle(uid, name, replace(invoke, reply_to=future)))
+                self.supervisor.tell(self._with_deferred(BeginCycle(uid, name, replace(invoke, reply_to=future))))
             previous = self._slot_uid
             if previous is not None and previous != uid:
                 self._routes.pop(previous, None)
@@ -290,13 +293,30 @@ class WasmPlugin:
 
     def _to_binding(self, uid: str, name: str) -> None:
         with self._routes_lock:
-            self.supervisor.tell(ToBinding(uid, name))
+            # Held back until the facade's next message to the supervisor (BeginCycle of the
+            # next pod, this pod's Release, ...), which carries it first: one wake of the
+            # supervisor less per pod. Meanwhile the supervisor routes the pod to the same
+            # actor from the slot, and the facade remembers the route anyway.
+            self._deferred.append(ToBinding(uid, name))
             if self._slot_uid == uid:
                 self._slot_uid = None
 
+    def _with_deferred(self, message: Any) -> Any:
+        """`message`, after the transitions held back (called under the lock)."""
+        if not self._deferred:
+            return message
+        deferred, self._deferred = self._deferred, []
+        return Batch((*deferred, message))
+
+    def _ask_supervisor(self, message: Any) -> Any:
+        """Ask the supervisor, after the transitions held back."""
+        with self._routes_lock:
+            future = self.supervisor.ask(self._with_deferred(message), block=False)
+        return future.get()
+
     def _release(self, uid: str, name: str, why: str) -> None:
         with self._routes_lock:
-            self.supervisor.tell(Release(uid, name, why))
+            self.supervisor.tell(self._with_deferred(Release(uid, name, why)))
             self._routes.pop(uid, None)
             self._early_scores.pop(uid, None)
             if self._slot_uid == uid:
@@ -305,7 +325,7 @@ class WasmPlugin:
     def _broken(self, instance_id: str, reason: str) -> None:
         """Tell the supervisor to discard an instance; forget every route to it."""
         with self._routes_lock:
-            self.supervisor.tell(InstanceBroken(instance_id, reason))
+            self.supervisor.tell(self._with_deferred(InstanceBroken(instance_id, reason)))
             for uid in [u for u, a in self._routes.items() if a.instance_id == instance_id]:
                 del self._routes[uid]
 
@@ -471,7 +491,7 @@ class WasmPlugin:
         if "enqueue" not in self.guest.exports:
             self._events = DEFAULT_CLUSTER_EVENTS
             return self._events
-        lent = _ask(self.supervisor, Borrow())
+        lent = self._ask_supervisor(Borrow())
         if isinstance(lent, Lost):
             return DEFAULT_CLUSTER_EVENTS
         try:
