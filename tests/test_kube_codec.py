@@ -7,7 +7,6 @@ import contextlib
 import copy
 import datetime as dt
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -1245,23 +1244,3 @@ def _canon(obj: dict[str, Any], name: str) -> dict[str, Any]:
         out[key] = value
     return out
 
-
-# --------------------------------------------------------------------------------------
-# Speed (a loose bound: the measured numbers are in the module's report)
-# --------------------------------------------------------------------------------------
-
-
-def test_encoding_the_real_pod_is_fast(real_pod: dict[str, Any], real_node: dict[str, Any]) -> None:
-    for _ in range(20):  # warm up
-        encode_pod(real_pod)
-    runs = 200
-    start = time.perf_counter()
-    for _ in range(runs):
-        encode_pod(real_pod)
-    per_pod = (time.perf_counter() - start) / runs
-    start = time.perf_counter()
-    for _ in range(runs):
-        encode_node(real_node)
-    per_node = (time.perf_counter() - start) / runs
-    assert per_pod < 0.005, f"encode_pod took {per_pod * 1e6:.0f} us"
-    assert per_node < 0.005, f"encode_node took {per_node * 1e6:.0f} us"
