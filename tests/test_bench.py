@@ -114,3 +114,4 @@ def test_targets_are_judged_on_their_bounds() -> None:
     assert met == {"throughput wasm/native": True, "throughput wasm/extender": False,
                    "added time per pod wasm/native": False, "export call host/floor": True,
                    "RSS per idle instance (MiB)": False, "plugin load, warm cache (ms)": True}
+
