@@ -23,7 +23,7 @@ from actors.abi import HOST_IMPORTS, ClusterEvent
 from actors.guest_memory import GuestFault, GuestMemory
 from actors.handle import FrameworkHandle, KubeObject
 from actors.kube_codec import encode_pod
-from actors.wire_cache import PodWireCache, WireCache
+from actors.wire_cache import WireCache
 
 #: Largest result a guest may hand over in one call (a node-name list, a score map...).
 MAX_RESULT_BYTES = 16 * 1024 * 1024
@@ -93,9 +93,9 @@ class HostFunctions:
         self.instance_id = instance_id
         self.guest_config = guest_config.encode()
         self.log_severity = log_severity
+        #: The plugin's encoded nodes and pods (a preemption victim is encoded once for
+        #: RemovePod and AddPod, as the pod being scheduled is once per cycle).
         self.wire_cache = wire_cache
-        #: Preemption removes a victim then adds it back: its encoding serves both calls.
-        self.target_cache = PodWireCache()
         self.memory: GuestMemory | None = None
         self.context: CallContext | None = None
         self.log = structlog.get_logger("guest").bind(plugin=plugin, instance=instance_id)
@@ -170,7 +170,7 @@ class HostFunctions:
 
     def target_pod(self, buf: int, buf_limit: int) -> int:
         ctx = self._ctx("targetPod")
-        data = self.target_cache.pod(ctx.target_pod) if ctx.target_pod is not None else b""
+        data = self.wire_cache.pod(ctx.target_pod) if ctx.target_pod is not None else b""
         return self._mem().give(data, buf, buf_limit, "targetPod")
 
     def current_node_name(self, buf: int, buf_limit: int) -> int:

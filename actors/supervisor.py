@@ -259,9 +259,9 @@ class SupervisorActor(pykka.ThreadingActor):
                 return answer
             except pykka.ActorDeadError:
                 # Died before the cycle's first call reached it: the pod has no state there
-                # yet, so it starts on another actor (each turn discards one: this ends).
+                # yet, so it starts on another actor (each turn discards one: this ends;
+                # the slot's tombstone makes the next turn take an idle actor).
                 self._instance_broken(InstanceBroken(answer.instance_id, "its actor died"))
-                self._slot = None
         if msg.invoke is not None:
             msg.invoke.reply_to.set(Replied(answer))
         return answer

@@ -82,22 +82,3 @@ class WireCache:
         encoded = b"".join(parts)
         self._list = (key, encoded)
         return encoded
-
-
-class PodWireCache:
-    """The last pod an instance encoded: a pod is encoded once per cycle, not per call.
-
-    Keyed by the pod dict's identity: callers never edit a pod dict in place (the
-    framework makes a new dict for every change), or the guest would see stale bytes."""
-
-    __slots__ = ("_pod", "_data")
-
-    def __init__(self) -> None:
-        self._pod: Mapping[str, Any] | None = None
-        self._data = b""
-
-    def pod(self, pod: Mapping[str, Any]) -> bytes:
-        if self._pod is not pod:
-            self._data = encode_pod(pod)
-            self._pod = pod
-        return self._data

@@ -131,10 +131,6 @@ def _ask(actor: pykka.ActorRef[Any], message: Any) -> Any:
     return actor.ask(message, block=True)
 
 
-def _replied(replied: Replied) -> tuple[Assigned | Lost, Any]:
-    return replied.route, replied.result
-
-
 def _names(nodes: Sequence[Named | str]) -> list[str]:
     return [n if isinstance(n, str) else n.name for n in nodes]
 
@@ -269,7 +265,11 @@ class WasmPlugin:
         if pod is not None and self._reads_pod:
             with contextlib.suppress(KubeCodecError):  # the guest's own call reports it
                 self.wire_cache.pod(pod)
-        answer, result = (future.get(), None) if invoke is None else _replied(self._await_reply(future))
+        if invoke is None:
+            answer, result = future.get(), None
+        else:
+            replied: Replied = self._await_reply(future)
+            answer, result = replied.route, replied.result
         assert isinstance(answer, (Assigned, Lost)), answer
         with self._routes_lock:
             if self._slot_uid == uid:  # not reassigned, moved or released meanwhile
