@@ -20,6 +20,7 @@ import structlog
 from actors import abi
 from actors.abi import ClusterEvent, Code, Status
 from actors.guest_instance import GuestInstance
+from actors.mailbox import MailboxActor
 from actors.wire_cache import WireCache
 from registry.compiler import CompiledGuest
 from registry.config import PluginConfig
@@ -102,7 +103,7 @@ class InstanceBroken:
     reason: str
 
 
-class GuestActor(pykka.ThreadingActor):
+class GuestActor(MailboxActor):
     """The mailbox in front of one `GuestInstance`."""
 
     def __init__(

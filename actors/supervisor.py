@@ -37,6 +37,7 @@ import pykka
 import structlog
 
 from actors.guest_actor import GuestActor, InstanceBroken, Replied
+from actors.mailbox import MailboxActor
 from actors.wire_cache import WireCache
 from registry.compiler import CompiledGuest
 from registry.config import PluginConfig
@@ -166,7 +167,7 @@ class PoolCounts:
 _TOMBSTONE = ""
 
 
-class SupervisorActor(pykka.ThreadingActor):
+class SupervisorActor(MailboxActor):
     """Pod -> guest actor assignments and the idle pool of one wasm plugin."""
 
     def __init__(

@@ -66,6 +66,7 @@ from actors.guest_actor import (
 )
 from actors.handle import EmptyHandle, FrameworkHandle, KubeObject
 from actors.kube_codec import KubeCodecError
+from actors.mailbox import ReplyFuture
 from actors.supervisor import (
     Assigned,
     Batch,
@@ -253,7 +254,7 @@ class WasmPlugin:
             if invoke is None:
                 future = self.supervisor.ask(self._with_deferred(BeginCycle(uid, name)), block=False)
             else:
-                future = pykka.ThreadingFuture()
+                future = ReplyFuture()
                 self.supervisor.tell(self._with_deferred(BeginCycle(uid, name, replace(invoke, reply_to=future))))
             previous = self._slot_uid
             if previous is not None and previous != uid:

@@ -1,0 +1,109 @@
+"""MailboxActor and ReplyFuture: Pykka's threading actor with a cheaper mailbox and reply.
+
+This module owns the primitives a message travels through. Every hand-off between the
+scheduler's threads and an actor is one put, one wake and one get, so their cost is paid
+several times a pod. Pykka's `ThreadingActor` builds its inbox on `queue.Queue` and its
+futures on `threading.Condition`, both written in Python (a lock, a list of waiters and
+a fresh lock for every wait). Here the same roles are played by the interpreter's C
+primitives, through the hooks Pykka gives every actor class (`_create_actor_inbox`,
+`_create_future`):
+
+- the inbox is a `queue.SimpleQueue` (put and get in C; FIFO, unbounded, what Pykka asks
+  of an inbox: put, get, empty);
+- a reply is a `ReplyFuture`: a lock held from creation and released by `set`, so a
+  waiter sleeps in one C-level acquire and wakes once.
+
+Semantics are Pykka's: `get` returns the value or raises the exception that was set,
+raises `pykka.Timeout` when the time runs out, can be called again (the same answer),
+and a second `set` raises `queue.Full`; `map`, `join`, `filter` and `reduce` work through
+the base class's get hook.
+"""
+
+from __future__ import annotations
+
+import _thread
+import queue
+import sys
+from typing import Any, TypeVar
+
+import pykka
+from pykka._types import OptExcInfo
+
+T = TypeVar("T")
+
+
+class ReplyFuture(pykka.Future[T]):
+    """A one-shot answer: set once by the replying thread, read by any number of waiters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ready = _thread.allocate_lock()
+        self._ready.acquire()
+        self._setting = _thread.allocate_lock()
+        self._done = False
+        self._value: Any = None
+        self._exc_info: OptExcInfo | None = None
+
+    def __repr__(self) -> str:
+        return f"<ReplyFuture {'done' if self._done else 'pending'}>"
+
+    def get(self, *, timeout: float | None = None) -> T:
+        if self._get_hook is not None:
+            return super().get(timeout=timeout)
+        if not self._done:
+            if timeout is None:
+                acquired = self._ready.acquire()
+            elif timeout <= 0:
+                acquired = self._ready.acquire(False)
+            else:
+                acquired = self._ready.acquire(True, timeout)
+            if not acquired:
+                raise pykka.Timeout(f"{timeout} seconds")
+            self._ready.release()  # every other waiter (and a later get) passes too
+        if self._exc_info is not None:
+            exc_type, exc_value, exc_traceback = self._exc_info
+            assert exc_type is not None
+            if exc_value is None:
+                exc_value = exc_type()
+            if exc_value.__traceback__ is not exc_traceback:
+                raise exc_value.with_traceback(exc_traceback)
+            raise exc_value
+        value: T = self._value
+        return value
+
+    def _settle(self, value: Any, exc_info: OptExcInfo | None) -> None:
+        with self._setting:
+            if self._done or self._get_hook is not None:
+                raise queue.Full
+            self._value = value
+            self._exc_info = exc_info
+            self._done = True
+        self._ready.release()
+
+    def set(self, value: Any | None = None) -> None:
+        self._settle(value, None)
+
+    def set_exception(self, exc_info: OptExcInfo | None = None) -> None:
+        assert exc_info is None or len(exc_info) == 3
+        self._settle(None, exc_info if exc_info is not None else sys.exc_info())
+
+    def set_get_hook(self, func: Any) -> None:
+        with self._setting:
+            if self._done:
+                raise queue.Full
+            super().set_get_hook(func)
+
+
+class MailboxActor(pykka.ThreadingActor):
+    """A Pykka threading actor whose inbox and replies are the C primitives above."""
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:
+        return queue.SimpleQueue()
+
+    @staticmethod
+    def _create_future() -> pykka.Future[Any]:
+        return ReplyFuture()
+
+
+__all__ = ["MailboxActor", "ReplyFuture"]
