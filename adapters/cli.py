@@ -8,10 +8,12 @@ exit code 2. Results go to stdout: a table (with a progress bar for long runs) o
 exactly one JSON document.
 
     wasm-scheduler simulate [--config SCHED.yaml] [--cluster CLUSTER.yaml]
-                            [--output table|json] [--explain POD]
+                            [--output table|json] [--explain POD] [--cpus auto|all|LIST]
     wasm-scheduler trace LOGFILE [--pod NAME]
     wasm-scheduler extender --config SCHED.yaml [--listen 127.0.0.1:8888] [--cluster SNAPSHOT.yaml]
     wasm-scheduler bench [--nodes 500] [--init-pods 500] [--pods 1000] [--rounds 3] [--output table|json]
+
+``--cpus`` (simulate, extender, bench) places the command's threads: `adapters.cpu_affinity`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 from rich.console import Console
 
+from adapters.cpu_affinity import AUTO, apply_cpus
 from adapters.framework.errors import UserError
 from adapters.framework.simulation import DEFAULT_CLUSTER, DEFAULT_CONFIG, examples_dir, load_inputs, simulate
 from adapters.logs import FORMATS, LEVELS, configure_logging
@@ -42,6 +45,13 @@ def _logging_options(parser: argparse.ArgumentParser, top: bool) -> None:
                         help="least severe log line written to stderr (default: warning)")
     parser.add_argument("--log-format", choices=FORMATS, default="console" if top else argparse.SUPPRESS,
                         help="console for people, json for one JSON object a line (default: console)")
+
+
+def _cpus_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cpus", default=AUTO, metavar="auto|all|LIST",
+                        help="CPUs the command's threads run on: auto keeps them on one CPU, where hand-offs "
+                             "between threads are cheapest; all leaves it to the system; or a list such as 0 or "
+                             "0-3 (default: auto; see docs/performance.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--explain", metavar="POD",
                      help="show, for this pending pod (namespace/name, or name), each node's result per filter "
                           "plugin and score per score plugin")
+    _cpus_option(sim)
     sim.add_argument("--seed", type=int, default=0, help="seed of the tie-break between equal scores (default: 0)")
     _logging_options(sim, top=False)
     sim.set_defaults(run=run_simulate)
@@ -93,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="kube-scheduler binds (no bindVerb): instances stay in the scheduling slot")
     ext.add_argument("--kubeconfig", default="", help="credentials to create Bindings (default: in-cluster)")
     ext.add_argument("--api-server", default="", metavar="URL", help="API server URL to create Bindings at")
+    _cpus_option(ext)
     _logging_options(ext, top=False)
     ext.set_defaults(run=run_extender)
 
@@ -108,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--output", choices=("table", "json"), default="table", help="default: table")
     bench.add_argument("--public-api", action="store_true",
                        help="call guests through wasmtime-py's public API instead of the fast path (a comparison)")
+    _cpus_option(bench)
     _logging_options(bench, top=False)
     bench.set_defaults(run=run_bench)
     return parser
@@ -177,7 +190,7 @@ def run_bench(args: argparse.Namespace) -> int:
     status = Console(file=sys.stderr, highlight=False)
     document = bench(Workload(args.nodes, args.init_pods, args.pods), args.rounds,
                      progress=lambda done, total, what: status.print(f"bench [{done}/{total}] {what}"),
-                     fast_calls=not args.public_api)
+                     fast_calls=not args.public_api, cpus=getattr(args, "cpus_used", "all"))
     if args.output == "json":
         write_json(document, sys.stdout)
     else:
@@ -193,7 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     configure_logging(args.log_level, args.log_format)
     previous = _terminate_on_sigterm()
+    pinning = None
     try:
+        if hasattr(args, "cpus"):
+            pinning = apply_cpus(args.cpus)
+            args.cpus_used = pinning.describe()
         code: int = args.run(args)
         return code
     except UserError as exc:
@@ -203,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     finally:
+        if pinning is not None:
+            pinning.restore()  # the caller's threads (a test, an embedding program) run where they did
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 

@@ -306,11 +306,14 @@ def call_overhead(compiler: GuestCompiler, runs: int = 3) -> dict[str, Any]:
 
 
 def run_bench(workload: Workload, rounds: int = 3, progress: Progress | None = None,
-              compiler: GuestCompiler | None = None, seed: int = 0, fast_calls: bool = True) -> dict[str, Any]:
+              compiler: GuestCompiler | None = None, seed: int = 0, fast_calls: bool = True,
+              cpus: str = "all") -> dict[str, Any]:
     """Every figure of `wasm-scheduler bench`, as one JSON-ready document.
 
     `fast_calls=False` runs the guests through wasmtime-py's public API (the call path
-    before `actors.fast_call`), for a before/after comparison of that path alone."""
+    before `actors.fast_call`), for a before/after comparison of that path alone. `cpus`
+    is only recorded: the command places its threads (`adapters.cpu_affinity`) before
+    this runs, the same for every variant."""
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
     own_compiler = compiler is None
@@ -337,7 +340,7 @@ def run_bench(workload: Workload, rounds: int = 3, progress: Progress | None = N
         doc: dict[str, Any] = {
             "workload": {"nodes": workload.nodes, "init_pods": workload.init_pods, "pods": workload.pods,
                          "rounds": rounds, "percentage_of_nodes_to_score": "default (kube-scheduler's adaptive)",
-                         "call_path": "fast" if compiler.fast_calls else "public API"},
+                         "call_path": "fast" if compiler.fast_calls else "public API", "cpus_used": cpus},
             "machine": _machine(),
         }
         doc.update(throughput_figures(results))
@@ -379,7 +382,8 @@ def render_table(doc: Mapping[str, Any], console: Console) -> None:
     w = doc["workload"]
     machine = doc["machine"]
     console.print(f"[bold]wasm-scheduler bench[/]: {w['nodes']} nodes, {w['init_pods']} init pods, "
-                  f"{w['pods']} measured pods, best of {w['rounds']} round(s), {w['call_path']} call path; "
+                  f"{w['pods']} measured pods, best of {w['rounds']} round(s), {w['call_path']} call path, "
+                  f"threads on CPUs {w.get('cpus_used', 'all')}; "
                   f"{machine['cpus']} CPUs, Python {machine['python']}, wasmtime {machine['wasmtime']}",
                   highlight=False)
 

@@ -1,0 +1,154 @@
+"""Which CPUs the scheduler's threads run on (``--cpus``).
+
+This module owns the process's CPU placement. The runtime is a CPython process: one
+thread at a time runs Python (the GIL), and a pod's cycle hands that lock from thread to
+thread several times (the scheduling loop, the plugin's supervisor, the instance's actor,
+the binding workers). When those threads sit on different CPUs, every hand-off is a
+wake-up across CPUs (an inter-processor interrupt, costly on a virtual machine) and the
+woken thread starts with the other CPU's caches cold; on one CPU the same hand-off is a
+plain context switch with warm caches. The guests' own wasm code is a small share of a
+pod's time (`docs/performance.md` shows the measurement), so a second CPU buys the
+process little and costs it every hand-off.
+
+So by default (``auto``) a command keeps all of its threads on one CPU: the one its main
+thread runs on when it starts, if the process may use it. ``all`` leaves placement to the
+operating system (for guests heavy enough that their wasm, which runs without the GIL,
+should run beside the scheduling loop); a list such as ``0`` or ``2,3`` or ``0-3`` names
+the CPUs. Threads that exist when the choice is applied are moved one by one (Linux
+places threads, not processes); threads started later inherit it from the thread that
+starts them. `Pinning.restore` puts every thread back where the process could run before.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from adapters.framework.errors import UserError
+
+log = structlog.get_logger("adapters.cpu_affinity")
+
+#: The values --cpus takes besides a list of CPUs.
+AUTO = "auto"
+ALL = "all"
+
+
+def supported() -> bool:
+    """Can this platform place threads on CPUs (Linux can)?"""
+    return hasattr(os, "sched_setaffinity") and Path("/proc/self/task").is_dir()
+
+
+def allowed_cpus() -> frozenset[int]:
+    """The CPUs this process may run on now."""
+    if not hasattr(os, "sched_getaffinity"):
+        return frozenset(range(os.cpu_count() or 1))
+    return frozenset(os.sched_getaffinity(0))
+
+
+def parse_cpus(spec: str, allowed: frozenset[int]) -> frozenset[int] | None:
+    """The CPUs `spec` names: None for ``all``, one of `allowed` for ``auto``. A UserError
+    names the problem (a bad list, a CPU the process may not use)."""
+    text = spec.strip().lower()
+    if text == ALL:
+        return None
+    if text == AUTO:
+        current = current_cpu()
+        return frozenset({current if current in allowed else min(allowed)})
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        try:
+            low = int(first)
+            high = int(last) if dash else low
+        except ValueError:
+            raise UserError(f"--cpus {spec}: expected auto, all or CPU numbers such as 0 or 0,2 or 0-3") from None
+        if low < 0 or high < low:
+            raise UserError(f"--cpus {spec}: {part.strip()!r} is not a CPU range")
+        cpus.update(range(low, high + 1))
+    outside = sorted(cpus - allowed)
+    if outside:
+        raise UserError(f"--cpus {spec}: CPU {', '.join(map(str, outside))} is not available to this process "
+                        f"(it may use {_ranges(allowed)})")
+    return frozenset(cpus)
+
+
+def current_cpu() -> int:
+    """The CPU the calling thread runs on (field 39 of /proc/thread-self/stat); -1 if unknown."""
+    try:
+        stat = Path("/proc/thread-self/stat").read_text()
+    except OSError:
+        return -1
+    # The command name (field 2) may hold spaces: count fields after its closing parenthesis.
+    fields = stat.rsplit(")", 1)[-1].split()
+    try:
+        return int(fields[36])
+    except (IndexError, ValueError):
+        return -1
+
+
+def _thread_ids() -> list[int]:
+    try:
+        return [int(entry.name) for entry in Path("/proc/self/task").iterdir() if entry.name.isdigit()]
+    except OSError:
+        return [os.getpid()]
+
+
+def _place_threads(cpus: frozenset[int]) -> int:
+    """Every thread of the process onto `cpus`; how many were moved."""
+    moved = 0
+    for tid in _thread_ids():
+        try:
+            os.sched_setaffinity(tid, cpus)
+            moved += 1
+        except (ProcessLookupError, PermissionError):  # ended meanwhile, or not ours to move
+            continue
+    return moved
+
+
+@dataclass
+class Pinning:
+    """What `apply_cpus` did, and how to undo it."""
+
+    #: The CPUs the threads now run on; None when placement was left to the system.
+    cpus: frozenset[int] | None
+    #: Where the process could run before.
+    before: frozenset[int]
+
+    def restore(self) -> None:
+        if self.cpus is not None and supported():
+            _place_threads(self.before)
+
+    def describe(self) -> str:
+        return "all" if self.cpus is None else _ranges(self.cpus)
+
+
+def apply_cpus(spec: str) -> Pinning:
+    """Place every thread of this process on the CPUs `spec` names (see the module)."""
+    before = allowed_cpus()
+    if not supported():
+        if spec.strip().lower() in (AUTO, ALL):
+            return Pinning(None, before)
+        raise UserError(f"--cpus {spec}: this platform cannot place threads on CPUs; use --cpus all")
+    cpus = parse_cpus(spec, before)
+    if cpus is None or cpus == before:
+        return Pinning(None if cpus is None else cpus, before)
+    moved = _place_threads(cpus)
+    log.info("process.cpus", cpus=_ranges(cpus), available=_ranges(before), threads=moved)
+    return Pinning(cpus, before)
+
+
+def _ranges(cpus: frozenset[int]) -> str:
+    """0,1,2,5 -> '0-2,5'."""
+    out: list[str] = []
+    for cpu in sorted(cpus):
+        if out and out[-1].split("-")[-1] == str(cpu - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{cpu}"
+        else:
+            out.append(str(cpu))
+    return ",".join(out)
+
+
+__all__ = ["AUTO", "ALL", "Pinning", "allowed_cpus", "apply_cpus", "current_cpu", "parse_cpus", "supported"]
