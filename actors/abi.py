@@ -11,7 +11,9 @@ results. It has no behaviour beyond decoding packed integers, so the loader
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Final, NamedTuple
 
 
@@ -231,6 +233,13 @@ class NodeScore(NamedTuple):
 
     name: str
     score: int
+
+
+def node_scores(names: Iterable[str], scores: Iterable[int]) -> tuple[NodeScore, ...]:
+    """NodeScores of `names` and `scores` paired in order, built without a Python-level call
+    a node (`tuple.__new__` on each pair, as the named tuple's own constructor does). It stops
+    at the shorter of the two (`scores` may be endless, `itertools.repeat(0)`)."""
+    return tuple(map(tuple.__new__, repeat(NodeScore), zip(names, scores, strict=False)))
 
 
 @dataclass(frozen=True, slots=True)

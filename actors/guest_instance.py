@@ -37,6 +37,7 @@ from actors.abi import (
     decode_permit,
     decode_postfilter,
     decode_score,
+    node_scores,
 )
 from actors.fast_call import (
     FAST_HOST_FUNCTIONS,
@@ -394,7 +395,7 @@ class GuestInstance:
             return ScoreResult(bad)
         if "score" not in self.exports:
             return ScoreResult(
-                Status(plugin=self.plugin), tuple(NodeScore(n, 0) for n in node_names)
+                Status(plugin=self.plugin), node_scores(node_names, repeat(0))
             )
         ctx = CallContext("score", handle, phase=self.phase, pod=pod)
         run, failed = self._run_per_node(ctx, node_names, stop_mask=0xFFFF_FFFF)
@@ -403,7 +404,7 @@ class GuestInstance:
             # The common case: the loop stops at the first status that is not Success, so
             # every node ran and succeeded. Values are signed i64: >> 32 keeps the sign.
             highs = [v >> 32 for v in values]
-            return ScoreResult(Status(plugin=self.plugin), tuple(map(NodeScore, node_names, highs)))
+            return ScoreResult(Status(plugin=self.plugin), node_scores(node_names, highs))
         scores: list[NodeScore] = []
         for i, (name, packed) in enumerate(zip(node_names, values, strict=False)):
             low, score = decode_score(packed)
