@@ -101,7 +101,7 @@ class PerNode:
     of each node that ran, the reasons the guest set on the non-zero ones (by index), and the
     exception that stopped the loop, if any (the nodes after it did not run)."""
 
-    values: list[int]
+    values: Sequence[int]
     reasons: dict[int, str]
     error: BaseException | None = None
 

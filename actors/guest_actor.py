@@ -11,7 +11,7 @@ discards it; calls that still arrive are answered with an Error status.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import pykka
@@ -68,6 +68,14 @@ class Invoke:
     phase: str = "scheduling"
     reply_to: pykka.Future[Any] | None = None
     route: Any = None
+
+    def replying(self, future: pykka.Future[Any]) -> Invoke:
+        """This call, answered on `future` (a direct copy: `dataclasses.replace` costs more)."""
+        return Invoke(self.point, self.args, self.pod, self.pod_uid, self.phase, future, self.route)
+
+    def routed(self, route: Any) -> Invoke:
+        """This call, carrying the route the supervisor gave it."""
+        return Invoke(self.point, self.args, self.pod, self.pod_uid, self.phase, self.reply_to, route)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,35 +178,37 @@ class GuestActor(MailboxActor):
             )
         raise TypeError(f"GuestActor got an unknown message {message!r}")
 
-    def _invoke(self, message: Invoke) -> Any:
-        if message.point == PRESCORE_AND_SCORE:
+    def _invoke(self, message: Invoke, point: str = "") -> Any:
+        """Run `point` (the message's own when empty) with the message's arguments."""
+        point = point or message.point
+        if point == PRESCORE_AND_SCORE:
             # PreScore, then Score over the same nodes (kube-scheduler scores exactly the
             # nodes PreScore was given) unless PreScore failed or said Skip: the calls and
             # logs two messages would make, for one hand-off.
-            status = self._invoke(replace(message, point="prescore"))
+            status = self._invoke(message, "prescore")
             if not status.ok:
                 return abi.PreScoreAndScore(status)
-            return abi.PreScoreAndScore(status, self._invoke(replace(message, point="score")))
-        if message.point not in EXTENSION_POINTS:
-            raise ValueError(f"unknown extension point {message.point!r}")
+            return abi.PreScoreAndScore(status, self._invoke(message, "score"))
+        if point not in EXTENSION_POINTS:
+            raise ValueError(f"unknown extension point {point!r}")
         inst = self.instance
         if inst is None:
             if not self._reported:
                 self._reported = True
                 self._report_broken(self.load_error)
-            return _unavailable(message, self.config.name, self.load_error)
+            return _unavailable(point, message.args, self.config.name, self.load_error)
         was_broken = bool(inst.broken)
         inst.phase = message.phase
         started = time.perf_counter()
         try:
-            result = getattr(inst, message.point)(*message.args)
+            result = getattr(inst, point)(*message.args)
         except Exception as exc:  # a bug of the host, not the guest: loud, but never a crash
-            self.log.error("instance.host_bug", extension_point=message.point, pod=message.pod, exc_info=exc)
-            inst.broken = inst.broken or f"host error in {message.point}: {type(exc).__name__}: {exc}"
-            result = _unavailable(message, self.config.name, inst.broken)
+            self.log.error("instance.host_bug", extension_point=point, pod=message.pod, exc_info=exc)
+            inst.broken = inst.broken or f"host error in {point}: {type(exc).__name__}: {exc}"
+            result = _unavailable(point, message.args, self.config.name, inst.broken)
         self.log.debug(
             "call.finished",
-            extension_point=message.point,
+            extension_point=point,
             pod=message.pod,
             pod_uid=message.pod_uid,
             phase=message.phase,
@@ -217,9 +227,8 @@ class GuestActor(MailboxActor):
             self.supervisor.tell(InstanceBroken(self.instance_id, reason))
 
 
-def _unavailable(message: Invoke, plugin: str, why: str) -> Any:
+def _unavailable(point: str, args: tuple[Any, ...], plugin: str, why: str) -> Any:
     """The answer of an actor whose instance never started, shaped like the real result."""
-    point = message.point
     status = Status(Code.ERROR, f"wasm plugin {plugin}: no instance to run {point}: {why}", plugin)
     shaped: dict[str, Any] = {
         "prefilter": abi.PreFilterResult(status),
@@ -230,7 +239,7 @@ def _unavailable(message: Invoke, plugin: str, why: str) -> Any:
         "enqueue": (abi.DEFAULT_CLUSTER_EVENTS, status),
     }
     if point == "filter":
-        return abi.FilterResult(tuple((name, status) for name in message.args[1]))
+        return abi.FilterResult(tuple((name, status) for name in args[1]))
     return shaped.get(point, status)
 
 

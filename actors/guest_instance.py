@@ -14,6 +14,8 @@ owns it, and its mailbox serializes every call (`actors.guest_actor`).
 from __future__ import annotations
 
 import re
+import sys
+from array import array
 from collections.abc import Mapping, Sequence
 from itertools import repeat
 from typing import Any
@@ -81,6 +83,17 @@ _STDERR_IN_REASON = 2000
 class GuestBroken(Exception):
     """Raised inside the instance when a call failed; carries the Error status."""
 
+
+
+#: Where the high 32 bits of an i64 sit among its two 32-bit halves in this host's order.
+_HIGH_HALF = 1 if sys.byteorder == "little" else 0
+
+
+def high_words(values: Sequence[int]) -> Sequence[int]:
+    """The high, signed 32 bits of each i64 (the score of a packed Score result), split in
+    C: the values as 32-bit halves, every other one."""
+    packed = values if isinstance(values, array) else array("q", values)
+    return array("i", packed.tobytes())[_HIGH_HALF::2]
 
 class GuestInstance:
     """A started instance of one guest."""
@@ -402,9 +415,8 @@ class GuestInstance:
         values = run.values
         if failed is None and len(values) == len(node_names) and not (values and values[-1] & 0xFFFF_FFFF):
             # The common case: the loop stops at the first status that is not Success, so
-            # every node ran and succeeded. Values are signed i64: >> 32 keeps the sign.
-            highs = [v >> 32 for v in values]
-            return ScoreResult(Status(plugin=self.plugin), node_scores(node_names, highs))
+            # every node ran and succeeded: each score is the high, signed half of its i64.
+            return ScoreResult(Status(plugin=self.plugin), node_scores(node_names, high_words(values)))
         scores: list[NodeScore] = []
         for i, (name, packed) in enumerate(zip(node_names, values, strict=False)):
             low, score = decode_score(packed)

@@ -180,7 +180,7 @@ class NodeLoop:
         caller then loops itself). Never raises for a guest's fault: it ends the run."""
         count = len(names)
         if count == 0:
-            return PerNode([], {})
+            return PerNode(array("q"), {})
         if not self._write_names(names):
             return None
         assert self._memory is not None and self._deadline is not None
@@ -198,7 +198,7 @@ class NodeLoop:
         finally:
             self._deadline.end_batch()
             ctx.node_index = ctx.batch_names = ctx.batch_reasons = None
-        values = array("q", self._memory.read(_RESULTS_AT, 8 * done)).tolist() if done else []
+        values = array("q", self._memory.read(_RESULTS_AT, 8 * done) if done else b"")
         if reasons:
             reasons = {i: text for i, text in reasons.items() if i < done and values[i]}
         return PerNode(values, reasons, error)
@@ -214,12 +214,12 @@ class NodeLoop:
                 return False
         entries = self._entries
         try:
-            table = b"".join([entries[name] for name in names])
+            table = b"".join(map(entries.__getitem__, names))
         except KeyError:
             if not self._remember(names):
                 return False
             entries = self._entries
-            table = b"".join([entries[name] for name in names])
+            table = b"".join(map(entries.__getitem__, names))
         self._memory.write(self._names_at, table)
         return True
 

@@ -30,7 +30,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import pykka
@@ -256,7 +256,7 @@ class SupervisorActor(MailboxActor):
             if msg.invoke is None or isinstance(answer, Lost):
                 break
             try:  # never waited for here: the actor answers the caller
-                answer.actor.tell(replace(msg.invoke, route=answer))
+                answer.actor.tell(msg.invoke.routed(answer))
                 return answer
             except pykka.ActorDeadError:
                 # Died before the cycle's first call reached it: the pod has no state there

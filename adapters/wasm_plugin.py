@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any, Protocol
 
 import pykka
@@ -255,7 +254,7 @@ class WasmPlugin:
                 future = self.supervisor.ask(self._with_deferred(BeginCycle(uid, name)), block=False)
             else:
                 future = ReplyFuture()
-                self.supervisor.tell(self._with_deferred(BeginCycle(uid, name, replace(invoke, reply_to=future))))
+                self.supervisor.tell(self._with_deferred(BeginCycle(uid, name, invoke.replying(future))))
             previous = self._slot_uid
             if previous is not None and previous != uid:
                 self._routes.pop(previous, None)
