@@ -10,14 +10,18 @@ driver's first layout or than the bytes it keeps.
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Callable, Iterator
+from itertools import repeat
 
 import pytest
 import wasmtime
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actors import node_loop
-from actors.abi import Code, NodeScore, Status
-from actors.guest_instance import GuestInstance
+from actors.abi import Code, NodeScore, Status, node_scores
+from actors.guest_instance import GuestInstance, high_words
 from actors.handle import EmptyHandle
 from registry.compiler import CompiledGuest, GuestCompiler
 from registry.config import LimitsConfig, PluginConfig
@@ -224,3 +228,27 @@ def test_without_the_driver_the_instance_loops_in_python(compiler: GuestCompiler
     assert inst.filter(POD, ["o-1", "b-2"], handle).statuses == (
         ("o-1", ok()), ("b-2", ok(Code.UNSCHEDULABLE, "node says no")))
     assert inst.reserve(POD, "b-3", handle).code == Code.UNSCHEDULABLE
+
+
+# --- the score results, split and paired in C ------------------------------------------------
+
+_I32 = st.integers(min_value=-(2**31), max_value=2**31 - 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_I32, max_size=300))
+def test_high_words_are_each_i64_s_signed_high_half(scores: list[int]) -> None:
+    packed = [score << 32 for score in scores]  # a Success score: the low half is 0
+    assert list(high_words(packed)) == scores
+    assert list(high_words(array("q", packed))) == scores
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.text(max_size=12), _I32), max_size=300))
+def test_node_scores_are_the_named_tuples_the_constructor_makes(pairs: list[tuple[str, int]]) -> None:
+    names = [name for name, _ in pairs]
+    made = node_scores(names, [score for _, score in pairs])
+    assert made == tuple(NodeScore(name, score) for name, score in pairs)
+    assert all(type(one) is NodeScore for one in made)
+    assert [(one.name, one.score) for one in made] == pairs
+    assert node_scores(names, repeat(0)) == tuple(NodeScore(name, 0) for name in names)
