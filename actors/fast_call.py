@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -101,7 +102,7 @@ class PerNode:
     of each node that ran, the reasons the guest set on the non-zero ones (by index), and the
     exception that stopped the loop, if any (the nodes after it did not run)."""
 
-    values: Sequence[int]
+    values: array[int]  # signed i64 each, whichever loop ran
     reasons: dict[int, str]
     error: BaseException | None = None
 
@@ -143,14 +144,14 @@ class ExportCaller:
             except BaseException as exc:
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
-                return PerNode(values, reasons, exc)
+                return PerNode(array("q", values), reasons, exc)
             if value and ctx.reason:
                 reasons[len(values)] = ctx.reason
             ctx.reason = ""
             values.append(value)
             if value & stop_mask:
                 break
-        return PerNode(values, reasons)
+        return PerNode(array("q", values), reasons)
 
 
 def make_export_caller(

@@ -11,7 +11,8 @@ primitives, through the hooks Pykka gives every actor class (`_create_actor_inbo
 - the inbox is a `queue.SimpleQueue` (put and get in C; FIFO, unbounded, what Pykka asks
   of an inbox: put, get, empty);
 - a reply is a `ReplyFuture`: a lock held from creation and released by `set`, so a
-  waiter sleeps in one C-level acquire and wakes once.
+  waiter sleeps in one C-level acquire and wakes once (waiters pass the lock on; one
+  whose turn comes late still sees the value, never a false timeout).
 
 Semantics are Pykka's: `get` returns the value or raises the exception that was set,
 raises `pykka.Timeout` when the time runs out, can be called again (the same answer),
@@ -40,6 +41,7 @@ class ReplyFuture(pykka.Future[T]):
         self._ready = _thread.allocate_lock()
         self._ready.acquire()
         self._setting = _thread.allocate_lock()
+        self._hook_lock = _thread.RLock()
         self._done = False
         self._value: Any = None
         self._exc_info: OptExcInfo | None = None
@@ -49,7 +51,8 @@ class ReplyFuture(pykka.Future[T]):
 
     def get(self, *, timeout: float | None = None) -> T:
         if self._get_hook is not None:
-            return super().get(timeout=timeout)
+            with self._hook_lock:  # the hook runs once, whoever asks first
+                return super().get(timeout=timeout)
         if not self._done:
             if timeout is None:
                 acquired = self._ready.acquire()
@@ -57,9 +60,10 @@ class ReplyFuture(pykka.Future[T]):
                 acquired = self._ready.acquire(False)
             else:
                 acquired = self._ready.acquire(True, timeout)
-            if not acquired:
+            if acquired:
+                self._ready.release()  # every other waiter (and a later get) passes too
+            elif not self._done:  # not merely another waiter holding the lock a moment
                 raise pykka.Timeout(f"{timeout} seconds")
-            self._ready.release()  # every other waiter (and a later get) passes too
         if self._exc_info is not None:
             exc_type, exc_value, exc_traceback = self._exc_info
             assert exc_type is not None

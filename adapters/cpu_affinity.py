@@ -16,13 +16,14 @@ operating system (for guests heavy enough that their wasm, which runs without th
 should run beside the scheduling loop); a list such as ``0`` or ``2,3`` or ``0-3`` names
 the CPUs. Threads that exist when the choice is applied are moved one by one (Linux
 places threads, not processes); threads started later inherit it from the thread that
-starts them. `Pinning.restore` puts every thread back where the process could run before.
+starts them. `Pinning.restore` puts every thread back where it was.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
@@ -67,11 +68,14 @@ def parse_cpus(spec: str, allowed: frozenset[int]) -> frozenset[int] | None:
             raise UserError(f"--cpus {spec}: expected auto, all or CPU numbers such as 0 or 0,2 or 0-3") from None
         if low < 0 or high < low:
             raise UserError(f"--cpus {spec}: {part.strip()!r} is not a CPU range")
-        cpus.update(range(low, high + 1))
-    outside = sorted(cpus - allowed)
-    if outside:
-        raise UserError(f"--cpus {spec}: CPU {', '.join(map(str, outside))} is not available to this process "
-                        f"(it may use {_ranges(allowed)})")
+        # Only CPUs this process may use can be named: check before expanding a range.
+        named = range(low, high + 1)
+        outside = frozenset(named) - allowed if len(named) <= len(allowed) else None
+        if outside is None or outside:
+            shown = _ranges(outside) if outside else f"{low}-{high}"
+            raise UserError(f"--cpus {spec}: CPU {shown} is not available to this process "
+                            f"(it may use {_ranges(allowed)})")
+        cpus.update(named)
     return frozenset(cpus)
 
 
@@ -96,15 +100,26 @@ def _thread_ids() -> list[int]:
         return [os.getpid()]
 
 
-def _place_threads(cpus: frozenset[int]) -> int:
-    """Every thread of the process onto `cpus`; how many were moved."""
-    moved = 0
-    for tid in _thread_ids():
-        try:
-            os.sched_setaffinity(tid, cpus)
-            moved += 1
-        except (ProcessLookupError, PermissionError):  # ended meanwhile, or not ours to move
-            continue
+def _place_threads(place: Callable[[int], frozenset[int]]) -> dict[int, frozenset[int]]:
+    """Every thread of the process onto `place(tid)`; each moved thread's CPUs before.
+
+    The threads are listed again after each pass, so one started meanwhile by a thread
+    not yet moved is moved too (three passes at most). A thread that ended meanwhile, or
+    that the system will not move (not ours, or outside the process's cpuset), is left
+    as it is: placement is a speed-up, never a reason for a command to fail."""
+    moved: dict[int, frozenset[int]] = {}
+    for _ in range(3):
+        fresh = [tid for tid in _thread_ids() if tid not in moved]
+        if not fresh:
+            break
+        for tid in fresh:
+            try:
+                previous = frozenset(os.sched_getaffinity(tid))
+                os.sched_setaffinity(tid, place(tid))
+            except OSError as exc:
+                log.debug("process.cpus_skipped", thread=tid, error=str(exc))
+                continue
+            moved[tid] = previous
     return moved
 
 
@@ -112,14 +127,17 @@ def _place_threads(cpus: frozenset[int]) -> int:
 class Pinning:
     """What `apply_cpus` did, and how to undo it."""
 
-    #: The CPUs the threads now run on; None when placement was left to the system.
+    #: The CPUs the threads now run on; None when placement was left as it was.
     cpus: frozenset[int] | None
     #: Where the process could run before.
     before: frozenset[int]
+    #: Each moved thread's own CPUs before (threads started since return to `before`).
+    previous: dict[int, frozenset[int]] = field(default_factory=dict, repr=False)
 
     def restore(self) -> None:
+        """Every thread back where it was (one started meanwhile: where the process could run)."""
         if self.cpus is not None and supported():
-            _place_threads(self.before)
+            _place_threads(lambda tid: self.previous.get(tid, self.before))
 
     def describe(self) -> str:
         return "all" if self.cpus is None else _ranges(self.cpus)
@@ -134,10 +152,10 @@ def apply_cpus(spec: str) -> Pinning:
         raise UserError(f"--cpus {spec}: this platform cannot place threads on CPUs; use --cpus all")
     cpus = parse_cpus(spec, before)
     if cpus is None or cpus == before:
-        return Pinning(None if cpus is None else cpus, before)
-    moved = _place_threads(cpus)
-    log.info("process.cpus", cpus=_ranges(cpus), available=_ranges(before), threads=moved)
-    return Pinning(cpus, before)
+        return Pinning(None, before)  # nothing to move, nothing to put back
+    moved = _place_threads(lambda tid: cpus)
+    log.info("process.cpus", cpus=_ranges(cpus), available=_ranges(before), threads=len(moved))
+    return Pinning(cpus, before, moved)
 
 
 def _ranges(cpus: frozenset[int]) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -35,7 +36,8 @@ def test_lists_ranges_and_the_two_words_parse() -> None:
     ("3-1", "'3-1' is not a CPU range"),
     ("-1", "expected auto, all or CPU numbers"),
     ("7", "CPU 7 is not available to this process (it may use 0-3)"),
-    ("2-5", "CPU 4, 5 is not available"),
+    ("2-5", "CPU 4-5 is not available"),
+    ("0-30000000", "CPU 0-30000000 is not available"),  # refused before it is expanded
 ])
 def test_a_bad_list_is_one_line_naming_the_problem(spec: str, problem: str) -> None:
     with pytest.raises(UserError, match="--cpus") as info:
@@ -86,6 +88,52 @@ def test_every_thread_moves_new_threads_inherit_and_restore_puts_them_back(parke
     assert _affinity(parked_thread) == before
 
 
+def test_each_thread_goes_back_to_its_own_cpus(parked_thread: threading.Thread) -> None:
+    before = set(os.sched_getaffinity(0))
+    if len(before) < 2:
+        pytest.skip("needs two CPUs")
+    assert parked_thread.native_id is not None
+    os.sched_setaffinity(parked_thread.native_id, {max(before)})  # the embedding program's own choice
+    pinning = apply_cpus(str(min(before)))
+    try:
+        assert _affinity(parked_thread) == {min(before)}
+    finally:
+        pinning.restore()
+    assert _affinity(parked_thread) == {max(before)}
+    assert set(os.sched_getaffinity(0)) == before
+
+
+def test_a_choice_that_changes_nothing_moves_nothing(parked_thread: threading.Thread) -> None:
+    before = frozenset(os.sched_getaffinity(0))
+    assert parked_thread.native_id is not None
+    own = {min(before)}
+    os.sched_setaffinity(parked_thread.native_id, own)
+    pinning = apply_cpus(",".join(map(str, sorted(before))))  # what the process has already
+    assert pinning == Pinning(None, before)
+    pinning.restore()
+    assert _affinity(parked_thread) == own
+
+
+def test_a_thread_the_system_will_not_move_is_left_alone(monkeypatch: pytest.MonkeyPatch,
+                                                          parked_thread: threading.Thread) -> None:
+    before = set(os.sched_getaffinity(0))
+    real = os.sched_setaffinity
+
+    def refuse_parked(tid: int, cpus: Any) -> None:
+        if tid == parked_thread.native_id:
+            raise OSError(22, "Invalid argument")  # e.g. a cpuset that shrank meanwhile
+        real(tid, cpus)
+
+    monkeypatch.setattr(os, "sched_setaffinity", refuse_parked)
+    pinning = apply_cpus(str(min(before)))
+    try:
+        assert set(os.sched_getaffinity(0)) == {min(before)} or before == {min(before)}
+        assert _affinity(parked_thread) == before
+    finally:
+        pinning.restore()
+    assert set(os.sched_getaffinity(0)) == before
+
+
 def test_all_leaves_placement_alone() -> None:
     before = set(os.sched_getaffinity(0))
     pinning = apply_cpus("all")
@@ -101,9 +149,9 @@ def test_the_command_pins_for_its_run_only(capsys: pytest.CaptureFixture[str],
     seen: list[set[int]] = []
     original = cpu_affinity._place_threads
 
-    def spy(cpus: frozenset[int]) -> int:
-        seen.append(set(cpus))
-        return original(cpus)
+    def spy(place: Callable[[int], frozenset[int]]) -> dict[int, frozenset[int]]:
+        seen.append(set(place(os.getpid())))  # where the main thread goes
+        return original(place)
 
     cpu_affinity._place_threads = spy  # type: ignore[assignment]
     try:

@@ -85,6 +85,45 @@ def test_map_join_filter_and_reduce_go_through_the_get_hook() -> None:
         mapped.set(0)  # a future with a hook has its value from the hook
 
 
+def test_a_hook_runs_once_for_every_waiter() -> None:
+    calls: list[int] = []
+    source: ReplyFuture[int] = ReplyFuture()
+
+    def slow_double(value: int) -> list[int]:
+        calls.append(value)
+        time.sleep(0.05)  # long enough for the other waiters to arrive meanwhile
+        return [value * 2]
+
+    mapped = source.map(slow_double)
+    source.set(21)
+    got: list[list[int]] = []
+    waiters = [threading.Thread(target=lambda: got.append(mapped.get(timeout=5))) for _ in range(3)]
+    for thread in waiters:
+        thread.start()
+    for thread in waiters:
+        thread.join(timeout=5)
+    assert calls == [21]
+    assert got == [[42]] * 3 and got[0] is got[1] is got[2]
+
+
+def test_a_waiter_whose_turn_comes_late_gets_the_value_not_a_timeout() -> None:
+    future: ReplyFuture[str] = ReplyFuture()
+
+    class BusyLock:
+        """Stands for the ready lock while another waiter holds it: the value is set
+        during this waiter's wait, and its turn comes only after the deadline."""
+
+        def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+            future._value, future._done = "late but there", True
+            return False
+
+        def release(self) -> None:  # pragma: no cover - not reached
+            raise AssertionError("not acquired")
+
+    future._ready = BusyLock()  # type: ignore[assignment]
+    assert future.get(timeout=0.01) == "late but there"
+
+
 class Recorder(MailboxActor):
     def __init__(self) -> None:
         super().__init__()
@@ -168,3 +207,17 @@ def test_an_actor_dying_of_a_told_error_fails_the_asks_still_queued() -> None:
     with pytest.raises(pykka.ActorDeadError):
         queued.get(timeout=5)
     assert failures == ["unhandled in a told message"]
+
+
+def test_the_copies_of_a_call_keep_every_other_field() -> None:
+    from dataclasses import fields
+
+    from actors.guest_actor import Invoke
+
+    original = Invoke("score", ("pod", ["n1"], "handle"), "ns/pod", "uid-1", "binding", ReplyFuture(), "route-0")
+    replying = original.replying(reply := ReplyFuture())
+    routed = original.routed("route-1")
+    for copy, changed, value in ((replying, "reply_to", reply), (routed, "route", "route-1")):
+        for f in fields(Invoke):
+            expected = value if f.name == changed else getattr(original, f.name)
+            assert getattr(copy, f.name) is expected, f.name
