@@ -13,7 +13,8 @@ exactly one JSON document.
     wasm-scheduler extender --config SCHED.yaml [--listen 127.0.0.1:8888] [--cluster SNAPSHOT.yaml]
     wasm-scheduler bench [--nodes 500] [--init-pods 500] [--pods 1000] [--rounds 3] [--output table|json]
 
-``--cpus`` (simulate, extender, bench) places the command's threads: `adapters.cpu_affinity`.
+``--cpus`` (simulate, extender, bench) places the command's threads: `adapters.cpu_affinity`
+(default ``auto`` for the two that run and end, ``all`` for the long-running extender).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 from rich.console import Console
 
-from adapters.cpu_affinity import AUTO, apply_cpus
+from adapters.cpu_affinity import ALL, AUTO, apply_cpus
 from adapters.framework.errors import UserError
 from adapters.framework.simulation import DEFAULT_CLUSTER, DEFAULT_CONFIG, examples_dir, load_inputs, simulate
 from adapters.logs import FORMATS, LEVELS, configure_logging
@@ -47,11 +48,11 @@ def _logging_options(parser: argparse.ArgumentParser, top: bool) -> None:
                         help="console for people, json for one JSON object a line (default: console)")
 
 
-def _cpus_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cpus", default=AUTO, metavar="auto|all|LIST",
+def _cpus_option(parser: argparse.ArgumentParser, default: str = AUTO) -> None:
+    parser.add_argument("--cpus", default=default, metavar="auto|all|LIST",
                         help="CPUs the command's threads run on: auto keeps them on one CPU, where hand-offs "
                              "between threads are cheapest; all leaves it to the system; or a list such as 0 or "
-                             "0-3 (default: auto; see docs/performance.md)")
+                             f"0-3 (default: {default}; see docs/performance.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,7 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="kube-scheduler binds (no bindVerb): instances stay in the scheduling slot")
     ext.add_argument("--kubeconfig", default="", help="credentials to create Bindings (default: in-cluster)")
     ext.add_argument("--api-server", default="", metavar="URL", help="API server URL to create Bindings at")
-    _cpus_option(ext)
+    # A server runs for long: the system may spread it (and its neighbours) as load moves;
+    # `--cpus auto` or a list pins it where the operator decides.
+    _cpus_option(ext, default=ALL)
     _logging_options(ext, top=False)
     ext.set_defaults(run=run_extender)
 

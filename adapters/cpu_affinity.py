@@ -10,13 +10,16 @@ plain context switch with warm caches. The guests' own wasm code is a small shar
 pod's time (`docs/performance.md` shows the measurement), so a second CPU buys the
 process little and costs it every hand-off.
 
-So by default (``auto``) a command keeps all of its threads on one CPU: the one its main
-thread runs on when it starts, if the process may use it. ``all`` leaves placement to the
-operating system (for guests heavy enough that their wasm, which runs without the GIL,
-should run beside the scheduling loop); a list such as ``0`` or ``2,3`` or ``0-3`` names
-the CPUs. Threads that exist when the choice is applied are moved one by one (Linux
-places threads, not processes); threads started later inherit it from the thread that
-starts them. `Pinning.restore` puts every thread back where it was.
+So ``auto`` (the default of ``simulate`` and ``bench``) keeps all of a command's threads
+on one CPU: the one its main thread runs on when it starts, if the process may use it.
+``all`` leaves placement to the operating system: the default of the long-running
+``extender``, which the system may then move as the machine's load moves, and the
+choice for guests heavy enough that their wasm (which runs without the GIL) should run
+beside the scheduling loop. A list such as ``0`` or ``2,3`` or ``0-3`` names the CPUs.
+
+Threads that exist when the choice is applied are moved one by one (Linux places
+threads, not processes); threads started later inherit it from the thread that starts
+them. `Pinning.restore` puts every thread back where it was.
 """
 
 from __future__ import annotations

@@ -170,3 +170,13 @@ def test_a_cpu_the_process_cannot_use_is_a_user_error_of_the_command(capsys: pyt
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --cpus 4096: CPU 4096 is not available to this process")
     assert len(err.splitlines()) == 1
+
+
+def test_the_commands_that_end_pin_by_default_the_server_does_not() -> None:
+    from adapters.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["simulate"]).cpus == "auto"
+    assert parser.parse_args(["bench"]).cpus == "auto"
+    assert parser.parse_args(["extender", "--config", "x.yaml"]).cpus == "all"
+    assert parser.parse_args(["extender", "--config", "x.yaml", "--cpus", "auto"]).cpus == "auto"
