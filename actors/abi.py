@@ -11,7 +11,9 @@ results. It has no behaviour beyond decoding packed integers, so the loader
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+import sys
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Final, NamedTuple
@@ -233,6 +235,17 @@ class NodeScore(NamedTuple):
 
     name: str
     score: int
+
+
+#: Where the high 32 bits of an i64 sit among its two 32-bit halves in this host's order.
+_HIGH_HALF = 1 if sys.byteorder == "little" else 0
+
+
+def high_words(values: Sequence[int]) -> Sequence[int]:
+    """The high, signed 32 bits of each i64 (the score of a packed Score result), split in
+    C: the values as 32-bit halves, every other one."""
+    packed = values if isinstance(values, array) else array("q", values)
+    return array("i", packed.tobytes())[_HIGH_HALF::2]
 
 
 def node_scores(names: Iterable[str], scores: Iterable[int]) -> tuple[NodeScore, ...]:

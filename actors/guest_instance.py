@@ -14,8 +14,6 @@ owns it, and its mailbox serializes every call (`actors.guest_actor`).
 from __future__ import annotations
 
 import re
-import sys
-from array import array
 from collections.abc import Mapping, Sequence
 from itertools import repeat
 from typing import Any
@@ -39,6 +37,7 @@ from actors.abi import (
     decode_permit,
     decode_postfilter,
     decode_score,
+    high_words,
     node_scores,
 )
 from actors.fast_call import (
@@ -83,17 +82,6 @@ _STDERR_IN_REASON = 2000
 class GuestBroken(Exception):
     """Raised inside the instance when a call failed; carries the Error status."""
 
-
-
-#: Where the high 32 bits of an i64 sit among its two 32-bit halves in this host's order.
-_HIGH_HALF = 1 if sys.byteorder == "little" else 0
-
-
-def high_words(values: Sequence[int]) -> Sequence[int]:
-    """The high, signed 32 bits of each i64 (the score of a packed Score result), split in
-    C: the values as 32-bit halves, every other one."""
-    packed = values if isinstance(values, array) else array("q", values)
-    return array("i", packed.tobytes())[_HIGH_HALF::2]
 
 class GuestInstance:
     """A started instance of one guest."""

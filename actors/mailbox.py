@@ -41,7 +41,7 @@ class ReplyFuture(pykka.Future[T]):
         self._ready = _thread.allocate_lock()
         self._ready.acquire()
         self._setting = _thread.allocate_lock()
-        self._hook_lock = _thread.RLock()
+        self._hook_lock: Any = None  # made with the hook: most futures never get one
         self._done = False
         self._value: Any = None
         self._exc_info: OptExcInfo | None = None
@@ -95,6 +95,7 @@ class ReplyFuture(pykka.Future[T]):
         with self._setting:
             if self._done:
                 raise queue.Full
+            self._hook_lock = _thread.RLock()
             super().set_get_hook(func)
 
 

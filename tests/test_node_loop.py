@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors import node_loop
-from actors.abi import Code, NodeScore, Status, node_scores
-from actors.guest_instance import GuestInstance, high_words
+from actors.abi import Code, NodeScore, Status, high_words, node_scores
+from actors.guest_instance import GuestInstance
 from actors.handle import EmptyHandle
 from registry.compiler import CompiledGuest, GuestCompiler
 from registry.config import LimitsConfig, PluginConfig
