@@ -28,8 +28,9 @@ from actors.wire_cache import WireCache
 #: Largest result a guest may hand over in one call (a node-name list, a score map...).
 MAX_RESULT_BYTES = 16 * 1024 * 1024
 
-#: klog severity -> structlog method.
+#: klog severity -> structlog method, and its logging level number.
 _KLOG_LEVELS = ("info", "warning", "error", "critical")
+_KLOG_LEVEL_NUMBERS = (20, 30, 40, 50)
 
 
 @dataclass(slots=True)
@@ -324,11 +325,23 @@ class HostFunctions:
     def severity(self) -> int:
         return self.log_severity
 
+    def _dropped(self, severity: int) -> bool:
+        """Would a line of this severity go nowhere? Then the guest's text is not even read
+        (a guest that logs on every call costs a few microseconds less per call)."""
+        if severity < self.log_severity:
+            return True  # below logSeverity: not emitted (the reference host compares the wrong way)
+        enabled = getattr(self.log, "is_enabled_for", None)  # structlog's filtering loggers
+        return enabled is not None and not enabled(_KLOG_LEVEL_NUMBERS[min(max(severity, 0), 3)])
+
     def klog(self, severity: int, msg_ptr: int, msg_len: int) -> None:
+        if self._dropped(severity):
+            return
         message = self._mem().read_str(msg_ptr, msg_len, "log message")
         self._emit(severity, message, {})
 
     def klogs(self, severity: int, msg_ptr: int, msg_len: int, kvs_ptr: int, kvs_len: int) -> None:
+        if self._dropped(severity):
+            return
         mem = self._mem()
         message = mem.read_str(msg_ptr, msg_len, "logs message")
         parts = mem.read_str(kvs_ptr, kvs_len, "logs kvs").split("\0")
@@ -342,8 +355,6 @@ class HostFunctions:
         self._emit(severity, message, fields)
 
     def _emit(self, severity: int, message: str, fields: dict[str, str]) -> None:
-        if severity < self.log_severity:
-            return  # below logSeverity: not emitted (the reference host compares the wrong way)
         level = _KLOG_LEVELS[min(max(severity, 0), 3)]
         ctx = self.context
         context = ctx.log_fields if ctx else {"extension_point": "_start"}

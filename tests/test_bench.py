@@ -42,7 +42,7 @@ def test_tiny_bench_reports_every_figure_as_one_json_document(capsys: pytest.Cap
     assert set(doc) >= TOP_KEYS
     assert set(doc["throughput"]) == set(VARIANTS)
     assert all(positive(doc["throughput"][v]) for v in VARIANTS)
-    assert set(doc["ratios"]) == {"wasm/native", "wasm/extender", "added_cost_wasm/native"}
+    assert set(doc["ratios"]) == {"wasm/native", "wasm/extender", "wasm/extender-names", "added_cost_wasm/native"}
     assert all(positive(v) for v in doc["ratios"].values())
     assert positive(doc["call_overhead_us"]["host"]) and positive(doc["call_overhead_us"]["floor"])
     assert positive(doc["host_function_round_trip_us"])
@@ -61,7 +61,7 @@ def test_tiny_bench_reports_every_figure_as_one_json_document(capsys: pytest.Cap
     # Every pod is scheduled, and the wasm, native and extender NodeNumber place them alike.
     assert all(doc["checks"]["all_scheduled"].values())
     assert doc["checks"]["placements_identical"] == {"wasm/native": True, "extender/native": True,
-                                                     "rounds/native": True}
+                                                     "extender-names/native": True, "rounds/native": True}
 
 
 def test_bench_table_output_shows_targets(capsys: pytest.CaptureFixture[str]) -> None:
@@ -69,6 +69,7 @@ def test_bench_table_output_shows_targets(capsys: pytest.CaptureFixture[str]) ->
     out, _err = capsys.readouterr()
     assert code == 0
     assert "Targets" in out and "pods/s" in out and ("met" in out or "missed" in out)
+    assert "wasm/extender-names" in out, "both extender configurations are compared"
 
 
 def test_bench_rejects_empty_workloads(capsys: pytest.CaptureFixture[str]) -> None:
@@ -115,3 +116,27 @@ def test_targets_are_judged_on_their_bounds() -> None:
                    "added time per pod wasm/native": False, "export call host/floor": True,
                    "RSS per idle instance (MiB)": False, "plugin load, warm cache (ms)": True}
 
+
+
+@pytest.mark.parametrize(("variant", "sends"), [("extender", "Nodes"), ("extender-names", "NodeNames")])
+def test_extender_variants_send_what_their_configuration_says(variant: str, sends: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """`extender` is configured like the SIG project's scheduler_perf comparison
+    (nodeCacheCapable false: whole v1.Node objects); `extender-names` sends names only."""
+    from adapters.benchmarks.extender_client import ExtenderClient
+    from adapters.benchmarks.throughput import variant_config
+
+    args = variant_config(variant, "http://127.0.0.1:1").profiles[0].plugin_args[ExtenderClient.NAME].args
+    client = ExtenderClient(url=args["urlPrefix"], node_cache_capable=args["nodeCacheCapable"])
+    bodies: list[dict] = []  # type: ignore[type-arg]
+    monkeypatch.setattr(client, "_post", lambda body: bodies.append(body) or [{"Host": "node-3", "Score": 10}])
+    nodes = [NodeInfo({"metadata": {"name": n}, "status": {"allocatable": {"cpu": "4"}}}, Resources())
+             for n in ("node-3", "node-4")]
+    result = client.score_nodes(CycleState(), {"metadata": {"name": "web-3"}}, nodes)
+    assert [s.score for s in result.scores] == [100, 0]
+    (body,) = bodies
+    assert set(body) == {"Pod", sends}
+    if sends == "Nodes":
+        assert body["Nodes"]["items"] == [info.node for info in nodes], "the whole objects, as kube-scheduler sends"
+    else:
+        assert body["NodeNames"] == ["node-3", "node-4"]

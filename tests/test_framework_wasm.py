@@ -11,7 +11,9 @@ from actors.abi import Code
 from adapters.framework import Scheduler, UserError
 from adapters.framework.cycle_state import CycleState
 from adapters.framework.handle import SchedulerHandle
+from adapters.framework.resources import Resources
 from adapters.framework.results import PodStatus
+from adapters.framework.snapshot import NodeInfo
 from adapters.wasm_plugin import WasmPlugin
 from registry.config import PluginConfig
 from tests.framework_support import cluster, config, node, pod, run
@@ -45,6 +47,12 @@ def test_nodenumber_keeps_cycle_state_from_prescore_to_score(compiler):
         result = plugin.score_nodes(state, p, names)
         assert result.status.ok
         assert [(s.name, s.score) for s in result.scores] == [("node-6", 0), ("node-7", 100), ("node-17", 100)]
+        # The framework's NodeInfos, names, or a mix of both: the same nodes, the same scores.
+        infos = [NodeInfo({"metadata": {"name": n}}, Resources()) for n in names]
+        for nodes in (infos, [infos[0], "node-7", infos[2]]):
+            again = CycleState()
+            assert plugin.pre_filter(again, p).status.ok and plugin.pre_score(again, p, nodes).ok
+            assert plugin.score_nodes(again, p, nodes).scores == result.scores
         # A new cycle (PreFilter) forgets the pod: Score without PreScore has no state.
         assert plugin.pre_filter(CycleState(), p).status.ok
         failed = plugin.score_nodes(CycleState(), p, names)

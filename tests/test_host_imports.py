@@ -591,6 +591,26 @@ def test_log_levels_follow_severity(make_instance: Callable[..., GuestInstance],
         assert e["pod"] == POD_NAME
 
 
+def test_a_line_the_log_level_drops_is_not_even_read(make_instance: Callable[..., GuestInstance],
+                                                     h: RecordingHandle) -> None:
+    """At the suite's level (warning), an info line goes nowhere: the host skips reading
+    it, so even a message outside guest memory costs the call nothing; a warning line
+    is read, and the same bad pointer traps."""
+    with capture_logs() as entries:
+        inst = make_instance(log_severity=0)
+        script = Script()
+        script.op("log", 0, BAD, 4)
+        script.op("logs", 0, BAD, 4, BAD, 4)
+        script.op("log", 1, *script.put(b"kept"))
+        run(inst, h, "filter", script)  # asserts the call succeeded and left the instance whole
+    assert [(e["log_level"], e["message"]) for e in _guest_logs(entries)] == [("warning", "kept")]
+    bad = Script()
+    bad.op("log", 1, BAD, 4)
+    bad.returns(0).load(inst)
+    status = call(inst, h, "filter")
+    assert status.code == Code.ERROR and "log message" in status.reason
+
+
 def test_logs_carry_key_value_pairs(make_instance: Callable[..., GuestInstance], h: RecordingHandle,
                                     verbose_logs: list[dict[str, Any]]) -> None:
     inst = make_instance()
@@ -823,7 +843,7 @@ OOB: dict[str, tuple[str, Callable[[Script], Script], str]] = {
                             "get_waiting_pod out"),
     "log message": ("filter", lambda s: s.op("log", 3, BAD, 4), "log message"),
     "logs message": ("filter", lambda s: s.op("logs", 3, BAD, 4, OUT, 0), "logs message"),
-    "logs kvs": ("filter", lambda s: s.op("logs", 0, *s.put(b"msg"), BAD, 4), "logs kvs"),
+    "logs kvs": ("filter", lambda s: s.op("logs", 3, *s.put(b"msg"), BAD, 4), "logs kvs"),
     "args_sizes_get": ("filter", lambda s: s.op("args_sizes_get", BAD, OUT), "args_sizes_get"),
     "args_get argv": ("filter", lambda s: s.op("args_get", BAD, OUT), "args_get"),
     "args_get buf": ("filter", lambda s: s.op("args_get", OUT, BAD), "args_get"),

@@ -1,14 +1,19 @@
-"""`wasm-scheduler bench`: the four variants side by side, the micro-figures, the targets.
+"""`wasm-scheduler bench`: the five variants side by side, the micro-figures, the targets.
 
 This module owns the benchmark run and its report. One run schedules the same
-scheduler_perf-like workload (`adapters.benchmarks.workload`) with four profiles,
+scheduler_perf-like workload (`adapters.benchmarks.workload`) with five profiles,
 alternating round by round so a slow moment of the machine hits every variant alike:
 
 - ``baseline``: the default plugins only;
 - ``native``: plus NodeNumber as a native Python plugin (`native_nodenumber`);
 - ``wasm``: plus the NodeNumber guest through its actors (`adapters.wasm_plugin`);
 - ``extender``: plus an `ExtenderClient` that calls the same guest behind the HTTP
-  extender (`adapters.extender`, started in this process on loopback, no bind verb).
+  extender (`adapters.extender`, started in this process on loopback, no bind verb),
+  configured as the SIG project's own scheduler_perf comparison configures it:
+  ``nodeCacheCapable: false`` (kube-scheduler's default), so every request carries the
+  feasible nodes as a ``v1.NodeList``;
+- ``extender-names``: the same with ``nodeCacheCapable: true``, node names only: the
+  cheapest configuration a plugin that needs only names can pick.
 
 Only the measured pods are timed (`Scheduler.run`: the scheduling loop until the last
 binding cycle ends; loading plugins and starting instances are not in it). Each
@@ -53,9 +58,12 @@ from adapters.framework.scheduler import Scheduler, SchedulerOptions
 from adapters.framework.simulation import examples_dir
 from registry.compiler import GuestCompiler
 
-VARIANTS: tuple[str, ...] = ("baseline", "native", "wasm", "extender")
+VARIANTS: tuple[str, ...] = ("baseline", "native", "wasm", "extender", "extender-names")
 #: The plugin each variant adds to the default profile (none for baseline).
-CUSTOM_PLUGIN = {"baseline": "", "native": "NodeNumber", "wasm": "NodeNumber", "extender": ExtenderClient.NAME}
+CUSTOM_PLUGIN = {"baseline": "", "native": "NodeNumber", "wasm": "NodeNumber", "extender": ExtenderClient.NAME,
+                 "extender-names": ExtenderClient.NAME}
+#: Extender variant -> its ``nodeCacheCapable``.
+NODE_CACHE_CAPABLE = {"extender": False, "extender-names": True}
 #: Points of the scheduling cycle: the scheduling loop waits for them (binding cycles run beside it).
 SCHEDULING_POINTS = frozenset({"PreFilter", "Filter", "AddPod", "RemovePod", "PostFilter", "PreScore", "Score",
                                "NormalizeScore", "Reserve", "Permit"})
@@ -84,8 +92,9 @@ def variant_config(variant: str, extender_url: str = "") -> SchedulerConfig:
         profile["plugins"] = {"multiPoint": {"enabled": [{"name": custom, "weight": 1}]}}
     if variant == "wasm":
         profile["pluginConfig"] = [{"name": custom, "args": {"guestURL": str(guest_path())}}]
-    elif variant == "extender":
-        profile["pluginConfig"] = [{"name": custom, "args": {"urlPrefix": extender_url, "nodeCacheCapable": True}}]
+    elif variant in NODE_CACHE_CAPABLE:
+        profile["pluginConfig"] = [{"name": custom, "args": {"urlPrefix": extender_url,
+                                                              "nodeCacheCapable": NODE_CACHE_CAPABLE[variant]}}]
     doc = {"apiVersion": API_VERSION, "kind": KIND, "profiles": [profile]}
     return config_from_dict(doc, f"<bench {variant} configuration>", str(examples_dir()))
 
@@ -93,7 +102,7 @@ def variant_config(variant: str, extender_url: str = "") -> SchedulerConfig:
 def variant_registry(variant: str) -> Mapping[str, PluginFactory]:
     if variant == "native":
         return {NativeNodeNumber.NAME: NativeNodeNumber}
-    if variant == "extender":
+    if variant in NODE_CACHE_CAPABLE:
         return {ExtenderClient.NAME: ExtenderClient}
     return {}
 
@@ -237,6 +246,10 @@ def _machine() -> dict[str, Any]:
             "wasmtime": wasmtime_version}
 
 
+def _ratio(value: float, other: float) -> float | None:
+    return round(value / other, 3) if other else None
+
+
 def throughput_figures(results: Mapping[str, Sequence[Round]]) -> dict[str, Any]:
     """Throughput, ratios, added time per pod, extension points and checks from the rounds."""
     best = {variant: _best(rounds) for variant, rounds in results.items()}
@@ -252,8 +265,9 @@ def throughput_figures(results: Mapping[str, Sequence[Round]]) -> dict[str, Any]
         own[variant] = statistics.median(r.custom_scheduling_seconds / max(r.scheduled, 1) for r in rounds) * 1e6
         added[variant] = max(per_pod_us[variant] - per_pod_us["baseline"], own[variant])
     ratios = {
-        "wasm/native": round(throughput["wasm"] / throughput["native"], 3) if throughput["native"] else None,
-        "wasm/extender": round(throughput["wasm"] / throughput["extender"], 3) if throughput["extender"] else None,
+        "wasm/native": _ratio(throughput["wasm"], throughput["native"]),
+        "wasm/extender": _ratio(throughput["wasm"], throughput["extender"]),
+        "wasm/extender-names": _ratio(throughput["wasm"], throughput["extender-names"]),
         "added_cost_wasm/native": round(added["wasm"] / added["native"], 2) if added["native"] > 0 else None,
     }
     reference = results["native"][0].placements
@@ -261,6 +275,7 @@ def throughput_figures(results: Mapping[str, Sequence[Round]]) -> dict[str, Any]
         "placements_identical": {
             "wasm/native": all(r.placements == reference for r in results["wasm"]),
             "extender/native": all(r.placements == reference for r in results["extender"]),
+            "extender-names/native": all(r.placements == reference for r in results["extender-names"]),
             "rounds/native": all(r.placements == reference for r in results["native"]),
         },
         "all_scheduled": {v: all(r.scheduled == r.pods for r in rounds) for v, rounds in results.items()},
@@ -395,6 +410,8 @@ def render_table(doc: Mapping[str, Any], console: Console) -> None:
                       _fmt(doc["added_us_per_pod"].get(variant)), _fmt(doc["plugin_us_per_pod"].get(variant)),
                       ", ".join(_fmt(v) for v in doc["rounds"][variant]))
     console.print(table)
+    console.print("ratios: " + ", ".join(f"{name} {_fmt(value)}" for name, value in doc["ratios"].items()),
+                  highlight=False)
 
     points = [p for p in POINT_ORDER if any(p in doc["extension_points"][v] for v in VARIANTS)]
     table = Table(title="Extension points: p50 / p99 per pod, us (all plugins of the point)", title_justify="left")
