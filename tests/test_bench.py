@@ -44,6 +44,8 @@ def test_tiny_bench_reports_every_figure_as_one_json_document(capsys: pytest.Cap
     assert all(positive(doc["throughput"][v]) for v in VARIANTS)
     assert set(doc["ratios"]) == {"wasm/native", "wasm/extender", "wasm/extender-names", "added_cost_wasm/native"}
     assert all(positive(v) for v in doc["ratios"].values())
+    for variant in VARIANTS[1:]:  # the scheduling thread's CPU inside a call never exceeds the call's time
+        assert 0 < doc["plugin_cpu_us_per_pod"][variant] <= doc["plugin_us_per_pod"][variant] * 1.01 + 1, variant
     assert positive(doc["call_overhead_us"]["host"]) and positive(doc["call_overhead_us"]["floor"])
     assert positive(doc["host_function_round_trip_us"])
     memory = doc["memory_per_instance_mib"]
@@ -140,3 +142,29 @@ def test_extender_variants_send_what_their_configuration_says(variant: str, send
         assert body["Nodes"]["items"] == [info.node for info in nodes], "the whole objects, as kube-scheduler sends"
     else:
         assert body["NodeNames"] == ["node-3", "node-4"]
+
+
+def test_added_time_is_floored_by_the_plugin_s_cpu_on_the_scheduling_thread_not_its_wall_time() -> None:
+    """A difference under the noise is raised to the plugin's own CPU time; a plugin whose
+    calls wait for other threads (wasm) keeps its measured difference even when its wall
+    time in the calls is longer (other threads ran baseline's work meanwhile)."""
+    from adapters.benchmarks.throughput import Round, throughput_figures
+
+    def round_of(variant: str, seconds: float, wall_per_pod: float = 0.0, cpu_per_pod: float = 0.0) -> Round:
+        placements = {f"ns/p{i}": "node-1" for i in range(1000)}
+        custom = {"Score": [wall_per_pod] * 1000} if wall_per_pod else {}
+        return Round(variant, seconds, 1000, 1000, placements, {}, custom, cpu_per_pod * 1000)
+
+    results = {
+        "baseline": [round_of("baseline", 1.000)],
+        "native": [round_of("native", 1.020, wall_per_pod=70e-6, cpu_per_pod=70e-6)],
+        "wasm": [round_of("wasm", 1.400, wall_per_pod=460e-6, cpu_per_pod=100e-6)],
+        "extender": [round_of("extender", 5.0, wall_per_pod=4000e-6, cpu_per_pod=300e-6)],
+        "extender-names": [round_of("extender-names", 3.0, wall_per_pod=2000e-6, cpu_per_pod=200e-6)],
+    }
+    doc = throughput_figures(results)
+    assert doc["added_us_per_pod"]["native"] == pytest.approx(70.0)  # 20 us measured, under its CPU
+    assert doc["added_us_per_pod"]["wasm"] == pytest.approx(400.0)  # not its 460 us of wall time
+    assert doc["plugin_us_per_pod"]["wasm"] == pytest.approx(460.0)
+    assert doc["plugin_cpu_us_per_pod"]["wasm"] == pytest.approx(100.0)
+    assert doc["ratios"]["added_cost_wasm/native"] == pytest.approx(400 / 70, abs=0.01)

@@ -120,6 +120,7 @@ class Scheduler:
         self._rng = random.Random(self.options.seed)
         self._next_start_node_index = 0
         self._ran = False
+        self.log = log.bind()
 
     # --- set-up ------------------------------------------------------------------------
 
@@ -148,6 +149,8 @@ class Scheduler:
         if self._ran:
             raise RuntimeError("a Scheduler runs once")
         self._ran = True
+        # Bound once for the run: a module-level logger assembles itself on every call.
+        self.log = log.bind()
         started = time.perf_counter()
         ignored = []
         for info in self.cluster.pending:
@@ -162,7 +165,7 @@ class Scheduler:
                 self.handle.nominator.add(info, nominated)
             self.queue.add(info)
         if ignored:
-            log.warning("pods.ignored", count=len(ignored), pods=ignored[:10],
+            self.log.warning("pods.ignored", count=len(ignored), pods=ignored[:10],
                         reason="spec.schedulerName names no profile of the configuration")
         total = len(self._outcomes)
         while True:
@@ -213,12 +216,12 @@ class Scheduler:
         state = CycleState()
         events_before = self._delete_events
         view = self.snapshot.update_view()
-        log.info("cycle.started", pod=info.key, pod_uid=info.uid, phase="scheduling", attempt=item.attempts,
+        self.log.info("cycle.started", pod=info.key, pod_uid=info.uid, phase="scheduling", attempt=item.attempts,
                  profile=framework.profile_name)
         try:
             self._scheduling_cycle(item, framework, state, view, trace, events_before)
         except Exception as exc:  # a bug of a plugin or of the framework: this pod fails, the run goes on
-            log.exception("cycle.crashed", pod=info.key, pod_uid=info.uid)
+            self.log.exception("cycle.crashed", pod=info.key, pod_uid=info.uid)
             framework.release(info.pod, "error")
             self._fail(item, Status(Code.ERROR, f"internal error: {type(exc).__name__}: {exc}"), set(), trace)
 
@@ -347,7 +350,7 @@ class Scheduler:
             result, status = framework.run_post_filter(state, info.pod, diagnosis.statuses)
             diagnosis.post_filter_msg = status.reason
             if status.code == Code.ERROR:
-                log.error("postfilter.failed", pod=info.key, pod_uid=info.uid, reason=status.reason)
+                self.log.error("postfilter.failed", pod=info.key, pod_uid=info.uid, reason=status.reason)
             if result is not None and result.nominated_node_name:
                 nominated = result.nominated_node_name
                 self.handle.nominator.add(info, nominated)
@@ -381,7 +384,7 @@ class Scheduler:
                     self._start_binding(_Binding(item, framework, state, assumed, node, None, trace, scores))
                     return
         except Exception as exc:  # a plugin's bug after the pod was assumed: undo the reservation
-            log.exception("cycle.crashed", pod=info.key, pod_uid=info.uid)
+            self.log.exception("cycle.crashed", pod=info.key, pod_uid=info.uid)
             status = Status(Code.ERROR, f"internal error: {type(exc).__name__}: {exc}")
         framework.run_unreserve(state, assumed.pod, node)
         self.snapshot.forget(info.uid)
@@ -395,7 +398,7 @@ class Scheduler:
 
     def _start_binding(self, binding: _Binding) -> None:
         assert self._binding_pool is not None
-        log.info("cycle.finished", pod=binding.assumed.key, pod_uid=binding.assumed.uid, phase="scheduling",
+        self.log.info("cycle.finished", pod=binding.assumed.key, pod_uid=binding.assumed.uid, phase="scheduling",
                  outcome="Waiting" if binding.waiting is not None else "Assumed", node=binding.node)
         future = self._binding_pool.submit(self._binding_cycle, binding)
         with self._lock:
@@ -408,7 +411,7 @@ class Scheduler:
 
     def _binding_cycle(self, b: _Binding) -> None:
         pod = b.assumed.pod
-        log.info("cycle.started", pod=b.assumed.key, pod_uid=b.assumed.uid, phase="binding", node=b.node)
+        self.log.info("cycle.started", pod=b.assumed.key, pod_uid=b.assumed.uid, phase="binding", node=b.node)
         try:
             if b.waiting is not None:
                 status = b.waiting.wait()
@@ -429,14 +432,14 @@ class Scheduler:
                 self._binding_failed(b, status)
                 return
         except Exception as exc:  # a plugin's bug: this pod fails, its reservation is undone
-            log.exception("binding.crashed", pod=b.assumed.key, pod_uid=b.assumed.uid)
+            self.log.exception("binding.crashed", pod=b.assumed.key, pod_uid=b.assumed.uid)
             self._binding_failed(b, Status(Code.ERROR, f"internal error: {type(exc).__name__}: {exc}"))
             return
         self._bound(b)
         try:
             b.framework.run_post_bind(b.state, pod, b.node)
         except Exception:  # the pod is bound; a PostBind bug changes nothing about that
-            log.exception("postbind.crashed", pod=b.assumed.key, pod_uid=b.assumed.uid)
+            self.log.exception("postbind.crashed", pod=b.assumed.key, pod_uid=b.assumed.uid)
 
     def _bound(self, b: _Binding) -> None:
         reason = ""
@@ -453,7 +456,7 @@ class Scheduler:
             outcome.scores = dict(b.scores)
         if b.trace is not None:
             b.trace.outcome = f"Scheduled on {b.node}"
-        log.info("cycle.finished", pod=b.assumed.key, pod_uid=b.assumed.uid, phase="binding",
+        self.log.info("cycle.finished", pod=b.assumed.key, pod_uid=b.assumed.uid, phase="binding",
                  outcome=str(PodStatus.SCHEDULED), node=b.node, reason=reason)
 
     def _binding_failed(self, b: _Binding, status: Status) -> None:
@@ -483,7 +486,7 @@ class Scheduler:
             outcome.scores = {}
         if trace is not None:
             trace.outcome = f"{status}: {reason}"
-        log.info("cycle.finished", pod=item.info.key, pod_uid=item.info.uid, phase=phase, outcome=str(status),
+        self.log.info("cycle.finished", pod=item.info.key, pod_uid=item.info.uid, phase=phase, outcome=str(status),
                  reason=reason)
 
     def _retry(self, item: QueuedPod, plugins: Iterable[str], requeue: bool = False) -> None:
@@ -517,7 +520,7 @@ class Scheduler:
             self._delete_events += 1
         moved = self.queue.move_all_to_active(event, self.registrations, skip_uid)
         if moved:
-            log.debug("queue.moved", count=moved, event="AssignedPodDelete")
+            self.log.debug("queue.moved", count=moved, event="AssignedPodDelete")
 
     # --- preemption --------------------------------------------------------------------
 
@@ -525,7 +528,7 @@ class Scheduler:
         """Delete preemption victims (DefaultPreemption calls this through the handle)."""
         for victim in victims:
             self._preemptions.append(Preemption(victim.key, preemptor.key, node))
-            log.info("pod.preempted", pod=victim.key, pod_uid=victim.uid, node=node, preemptor=preemptor.key)
+            self.log.info("pod.preempted", pod=victim.key, pod_uid=victim.uid, node=node, preemptor=preemptor.key)
             waiting = self.handle.waiting_pods.get(victim.uid)
             self.handle.mark_terminating(victim.uid, preemptor.key)
             if waiting is not None and waiting.reject("DefaultPreemption", "preempted"):
