@@ -32,16 +32,16 @@ class Code(enum.IntEnum):
     @classmethod
     def from_wire(cls, value: int) -> Code:
         """A guest's status word; an unknown code is an Error (the guest broke the ABI)."""
-        try:
-            return cls(value)
-        except ValueError:
-            return cls.ERROR
+        return _BY_WIRE.get(value, cls.ERROR)
 
     @property
     def label(self) -> str:
         """The name kube-scheduler prints (``UnschedulableAndUnresolvable``)."""
         return _LABELS[self]
 
+
+#: Status word -> Code: a dict lookup (one a call), not the enum's own lookup.
+_BY_WIRE: Final[dict[int, Code]] = {code.value: code for code in Code}
 
 _LABELS: Final = {
     Code.SUCCESS: "Success",

@@ -20,6 +20,7 @@ import structlog
 from actors import abi
 from actors.abi import ClusterEvent, Code, Status
 from actors.guest_instance import GuestInstance
+from actors.log_level import DEBUG, enabled
 from actors.mailbox import MailboxActor
 from actors.wire_cache import WireCache
 from registry.compiler import CompiledGuest
@@ -206,14 +207,15 @@ class GuestActor(MailboxActor):
             self.log.error("instance.host_bug", extension_point=point, pod=message.pod, exc_info=exc)
             inst.broken = inst.broken or f"host error in {point}: {type(exc).__name__}: {exc}"
             result = _unavailable(point, message.args, self.config.name, inst.broken)
-        self.log.debug(
-            "call.finished",
-            extension_point=point,
-            pod=message.pod,
-            pod_uid=message.pod_uid,
-            phase=message.phase,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
-        )
+        if enabled(self.log, DEBUG):
+            self.log.debug(
+                "call.finished",
+                extension_point=point,
+                pod=message.pod,
+                pod_uid=message.pod_uid,
+                phase=message.phase,
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            )
         if inst.broken and not was_broken:
             self._report_broken(inst.broken)
         return result

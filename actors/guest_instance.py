@@ -94,6 +94,8 @@ class GuestInstance:
         wire_cache: WireCache | None = None,
     ) -> None:
         self.plugin = config.name
+        #: This plugin's Success (a Status is immutable: one serves every call).
+        self._success = Status(plugin=self.plugin)
         self.instance_id = instance_id
         self.exports = guest.exports
         self.broken: str = ""
@@ -256,9 +258,9 @@ class GuestInstance:
                 f"wasm plugin {self.plugin}: {ctx.export}: {ctx.result_error}",
                 self.plugin,
             )
+        if code == 0:
+            return self._success
         status_code = Code.from_wire(code)
-        if status_code == Code.SUCCESS:
-            return Status(plugin=self.plugin)
         if status_code.value != code:
             return Status(
                 Code.ERROR,
@@ -404,7 +406,7 @@ class GuestInstance:
         if failed is None and len(values) == len(node_names) and not (values and values[-1] & 0xFFFF_FFFF):
             # The common case: the loop stops at the first status that is not Success, so
             # every node ran and succeeded: each score is the high, signed half of its i64.
-            return ScoreResult(Status(plugin=self.plugin), node_scores(node_names, high_words(values)))
+            return ScoreResult(self._success, node_scores(node_names, high_words(values)))
         scores: list[NodeScore] = []
         for i, (name, packed) in enumerate(zip(node_names, values, strict=False)):
             low, score = decode_score(packed)

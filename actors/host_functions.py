@@ -23,6 +23,7 @@ from actors.abi import HOST_IMPORTS, ClusterEvent
 from actors.guest_memory import GuestFault, GuestMemory
 from actors.handle import FrameworkHandle, KubeObject
 from actors.kube_codec import encode_pod
+from actors.log_level import enabled
 from actors.wire_cache import WireCache
 
 #: Largest result a guest may hand over in one call (a node-name list, a score map...).
@@ -330,8 +331,7 @@ class HostFunctions:
         (a guest that logs on every call costs a few microseconds less per call)."""
         if severity < self.log_severity:
             return True  # below logSeverity: not emitted (the reference host compares the wrong way)
-        enabled = getattr(self.log, "is_enabled_for", None)  # structlog's filtering loggers
-        return enabled is not None and not enabled(_KLOG_LEVEL_NUMBERS[min(max(severity, 0), 3)])
+        return not enabled(self.log, _KLOG_LEVEL_NUMBERS[min(max(severity, 0), 3)])
 
     def klog(self, severity: int, msg_ptr: int, msg_len: int) -> None:
         if self._dropped(severity):

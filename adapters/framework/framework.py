@@ -15,7 +15,6 @@ The scheduling loop that calls these lives in `adapters.framework.scheduler`.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from actors.abi import SUCCESS, Code, NodeScore, PostFilterResult, Status
+from actors.log_level import DEBUG, enabled
 from adapters.framework.cycle_state import CycleState
 from adapters.framework.plugins.base import EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, Plugin
 from adapters.framework.pods import KubeObject, PodInfo, pod_key
@@ -126,8 +126,7 @@ class Framework:
         elapsed = time.perf_counter() - started
         if observer is not None:
             observer(point, plugin.name, pod, elapsed, time.thread_time() - cpu)
-        enabled = getattr(self.log, "is_enabled_for", None)  # structlog's filtering loggers
-        if enabled is None or enabled(logging.DEBUG):  # a line nobody sees is not even built
+        if enabled(self.log, DEBUG):  # a line nobody sees is not even built
             self.log.debug("plugin.called", plugin=plugin.name, extension_point=point.lower(), pod=pod_key(pod),
                            duration_ms=round(elapsed * 1000, 3))
         return result
