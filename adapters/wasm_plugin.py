@@ -13,10 +13,10 @@ Three things keep a pod's cycle cheap without changing who serves it (each actor
 message is a thread hand-off, the dominant cost of a call):
 
 - a point the guest does not export (Reserve, Permit, Unreserve, PreScore,
-  NormalizeScore; PreFilter still asks for the pod's instance) sends no guest call,
-  only the supervisor's transition (a tell): the instance would only answer Success.
-  PostBind is still sent (the log shows each bound pod's cycle ending with it) but
-  not waited for;
+  NormalizeScore, PostBind; PreFilter still asks for the pod's instance) sends no
+  guest call, only the supervisor's transition (a tell): the instance would only
+  answer Success (the log still shows each bound pod's cycle ending at PostBind, with
+  the assignment's release);
 - the supervisor's answer to BeginCycle is remembered for the pod (`_routes`) until
   the facade itself ends or reassigns that assignment (Release, or BeginCycle of
   another pod while this one still holds the scheduling slot), so the pod's later
