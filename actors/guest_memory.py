@@ -89,6 +89,12 @@ class GuestMemory:
         """Raise GuestFault unless [ptr, ptr+length) lies inside guest memory."""
         self._address(ptr, length, what)
 
+    def check_read(self, ptr: int, length: int, what: str = "read") -> None:
+        """Raise GuestFault exactly where `read` of the same range would, reading nothing
+        (an empty range is never checked, as `read` returns b"" for it)."""
+        if length & 0xFFFF_FFFF:
+            self._address(ptr, length, what)
+
     def read(self, ptr: int, length: int, what: str = "read") -> bytes:
         length &= 0xFFFF_FFFF
         if length == 0:

@@ -336,7 +336,7 @@ class HostFunctions:
 
     def klog(self, severity: int, msg_ptr: int, msg_len: int) -> None:
         if self._dropped(severity):
-            self._mem().check(msg_ptr, msg_len, "log message")
+            self._mem().check_read(msg_ptr, msg_len, "log message")
             return
         message = self._mem().read_str(msg_ptr, msg_len, "log message")
         self._emit(severity, message, {})
@@ -344,8 +344,8 @@ class HostFunctions:
     def klogs(self, severity: int, msg_ptr: int, msg_len: int, kvs_ptr: int, kvs_len: int) -> None:
         if self._dropped(severity):
             mem = self._mem()
-            mem.check(msg_ptr, msg_len, "logs message")
-            mem.check(kvs_ptr, kvs_len, "logs kvs")
+            mem.check_read(msg_ptr, msg_len, "logs message")
+            mem.check_read(kvs_ptr, kvs_len, "logs kvs")
             return
         mem = self._mem()
         message = mem.read_str(msg_ptr, msg_len, "logs message")

@@ -137,10 +137,10 @@ _name_of = attrgetter("name")
 
 def _names(nodes: Sequence[Named | str]) -> list[str]:
     """The nodes' names: NodeInfos (the framework's) at C speed, or names as they are."""
-    try:
-        return list(map(_name_of, nodes))
-    except AttributeError:  # names, or a mix of names and nodes
-        return [n if isinstance(n, str) else n.name for n in nodes]
+    if nodes and not isinstance(nodes[0], str):
+        with contextlib.suppress(AttributeError):  # a mix of nodes and names: the loop below
+            return list(map(_name_of, nodes))
+    return [n if isinstance(n, str) else n.name for n in nodes]
 
 
 class WasmPlugin:

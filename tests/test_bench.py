@@ -127,9 +127,11 @@ def test_extender_variants_send_what_their_configuration_says(variant: str, send
     (nodeCacheCapable false: whole v1.Node objects); `extender-names` sends names only."""
     from adapters.benchmarks.extender_client import ExtenderClient
     from adapters.benchmarks.throughput import variant_config
+    from adapters.framework.plugins.base import PluginContext
 
     args = variant_config(variant, "http://127.0.0.1:1").profiles[0].plugin_args[ExtenderClient.NAME].args
-    client = ExtenderClient(url=args["urlPrefix"], node_cache_capable=args["nodeCacheCapable"])
+    # The way the framework makes it: from the profile's pluginConfig args.
+    client = ExtenderClient(PluginContext(ExtenderClient.NAME, args, None, None))  # type: ignore[arg-type]
     bodies: list[dict] = []  # type: ignore[type-arg]
     monkeypatch.setattr(client, "_post", lambda body: bodies.append(body) or [{"Host": "node-3", "Score": 10}])
     nodes = [NodeInfo({"metadata": {"name": n}, "status": {"allocatable": {"cpu": "4"}}}, Resources())
@@ -142,6 +144,16 @@ def test_extender_variants_send_what_their_configuration_says(variant: str, send
         assert body["Nodes"]["items"] == [info.node for info in nodes], "the whole objects, as kube-scheduler sends"
     else:
         assert body["NodeNames"] == ["node-3", "node-4"]
+    client.stop()
+
+
+def test_an_extender_without_node_cache_capable_gets_whole_nodes_as_kube_scheduler_sends_them() -> None:
+    from adapters.benchmarks.extender_client import ExtenderClient
+    from adapters.framework.plugins.base import PluginContext
+
+    client = ExtenderClient(PluginContext(ExtenderClient.NAME, {"urlPrefix": "http://127.0.0.1:1"}, None, None))  # type: ignore[arg-type]
+    assert client.node_cache_capable is False
+    client.stop()
 
 
 def test_added_time_is_floored_by_the_plugin_s_cpu_on_the_scheduling_thread_not_its_wall_time() -> None:

@@ -51,7 +51,8 @@ class ExtenderClient(NativePlugin):
             raise ValueError(problem)
         self.url = url
         self.path = parts.path.rstrip("/") + "/prioritize"
-        self.node_cache_capable = bool(args.get("nodeCacheCapable", True)) if node_cache_capable is None \
+        # kube-scheduler's default: without nodeCacheCapable the extender gets whole nodes.
+        self.node_cache_capable = bool(args.get("nodeCacheCapable", False)) if node_cache_capable is None \
             else node_cache_capable
         timeout = float(args.get("httpTimeoutSeconds", 5.0)) if timeout_s is None else timeout_s
         self._connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
