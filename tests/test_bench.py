@@ -72,6 +72,7 @@ def test_bench_table_output_shows_targets(capsys: pytest.CaptureFixture[str]) ->
     assert code == 0
     assert "Targets" in out and "pods/s" in out and ("met" in out or "missed" in out)
     assert "wasm/extender-names" in out, "both extender configurations are compared"
+    assert "each round against its own baseline" in out
 
 
 def test_bench_rejects_empty_workloads(capsys: pytest.CaptureFixture[str]) -> None:
@@ -180,3 +181,6 @@ def test_added_time_is_floored_by_the_plugin_s_cpu_on_the_scheduling_thread_not_
     assert doc["plugin_us_per_pod"]["wasm"] == pytest.approx(460.0)
     assert doc["plugin_cpu_us_per_pod"]["wasm"] == pytest.approx(100.0)
     assert doc["ratios"]["added_cost_wasm/native"] == pytest.approx(400 / 70, abs=0.01)
+    # Each round against its own baseline, unfloored: the spread a reader can pool.
+    assert doc["added_us_per_pod_rounds"]["native"] == [pytest.approx(20.0)]
+    assert doc["added_us_per_pod_rounds"]["wasm"] == [pytest.approx(400.0)]

@@ -252,6 +252,10 @@ def _machine() -> dict[str, Any]:
             "wasmtime": wasmtime_version}
 
 
+def _us_per_pod(rnd: Round) -> float:
+    return rnd.seconds / rnd.scheduled * 1e6 if rnd.scheduled else float("inf")
+
+
 def _ratio(value: float, other: float) -> float | None:
     return round(value / other, 3) if other else None
 
@@ -260,7 +264,7 @@ def throughput_figures(results: Mapping[str, Sequence[Round]]) -> dict[str, Any]
     """Throughput, ratios, added time per pod, extension points and checks from the rounds."""
     best = {variant: _best(rounds) for variant, rounds in results.items()}
     throughput = {v: round(r.pods_per_second, 1) for v, r in best.items()}
-    per_pod_us = {v: (r.seconds / r.scheduled * 1e6 if r.scheduled else float("inf")) for v, r in best.items()}
+    per_pod_us = {v: _us_per_pod(r) for v, r in best.items()}
     # The time a plugin adds per pod: the difference to baseline, but never less than the
     # CPU time the scheduling thread spends inside the plugin per pod in the scheduling
     # cycle (a difference under the noise can be <= 0). That floor is a lower bound for
@@ -296,6 +300,12 @@ def throughput_figures(results: Mapping[str, Sequence[Round]]) -> dict[str, Any]
         "rounds": {v: [round(r.pods_per_second, 1) for r in rounds] for v, rounds in results.items()},
         "time_per_pod_us": {v: round(us, 1) for v, us in per_pod_us.items()},
         "added_us_per_pod": {v: round(us, 1) for v, us in added.items()},
+        # Each round's time a pod less the same round's baseline (rounds alternate, so a
+        # pair shares the machine's moment): the spread behind the figure above, and
+        # what several runs can be pooled from.
+        "added_us_per_pod_rounds": {v: [round(_us_per_pod(r) - _us_per_pod(b), 1)
+                                        for r, b in zip(results[v], results["baseline"], strict=False)]
+                                    for v in VARIANTS[1:]},
         "plugin_us_per_pod": {v: round(us, 1) for v, us in own.items()},
         "plugin_cpu_us_per_pod": {v: round(us, 1) for v, us in own_cpu.items()},
         "ratios": ratios,
@@ -426,6 +436,9 @@ def render_table(doc: Mapping[str, Any], console: Console) -> None:
     console.print(table)
     console.print("ratios: " + ", ".join(f"{name} {_fmt(value)}" for name, value in doc["ratios"].items()),
                   highlight=False)
+    console.print("added us/pod, each round against its own baseline: " + "; ".join(
+        f"{v} {', '.join(_fmt(x) for x in xs)}" for v, xs in doc["added_us_per_pod_rounds"].items()),
+        highlight=False)
 
     points = [p for p in POINT_ORDER if any(p in doc["extension_points"][v] for v in VARIANTS)]
     table = Table(title="Extension points: p50 / p99 per pod, us (all plugins of the point)", title_justify="left")
