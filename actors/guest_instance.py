@@ -298,7 +298,7 @@ class GuestInstance:
         if (bad := self._unavailable("prefilter")) is not None:
             return PreFilterResult(bad)
         if "prefilter" not in self.exports:
-            return PreFilterResult(Status(plugin=self.plugin))
+            return PreFilterResult(self._success)
         ctx = CallContext("prefilter", handle, phase=self.phase, pod=pod)
         try:
             code = self._call(ctx)
@@ -323,7 +323,7 @@ class GuestInstance:
     ) -> list[tuple[str, Status]]:
         if (bad := self._unavailable(export)) is not None:
             return [(name, bad) for name in node_names]
-        ok = Status(plugin=self.plugin)
+        ok = self._success
         if export not in self.exports:
             return [(name, ok) for name in node_names]
         ctx = CallContext(export, handle, phase=self.phase, pod=pod, target_pod=target_pod)
@@ -384,7 +384,7 @@ class GuestInstance:
         if (bad := self._unavailable("prescore")) is not None:
             return bad
         if "prescore" not in self.exports:
-            return Status(plugin=self.plugin)
+            return self._success
         ctx = CallContext("prescore", handle, phase=self.phase, pod=pod, filtered_node_names=node_names)
         try:
             return self._status(self._call(ctx), ctx)
@@ -398,7 +398,7 @@ class GuestInstance:
             return ScoreResult(bad)
         if "score" not in self.exports:
             return ScoreResult(
-                Status(plugin=self.plugin), node_scores(node_names, repeat(0))
+                self._success, node_scores(node_names, repeat(0))
             )
         ctx = CallContext("score", handle, phase=self.phase, pod=pod)
         run, failed = self._run_per_node(ctx, node_names, stop_mask=0xFFFF_FFFF)
@@ -417,7 +417,7 @@ class GuestInstance:
             scores.append(NodeScore(name, score))
         if failed is not None:
             return ScoreResult(failed)
-        return ScoreResult(Status(plugin=self.plugin), tuple(scores))
+        return ScoreResult(self._success, tuple(scores))
 
     def normalizescore(
         self, pod: KubeObject, scores: Sequence[NodeScore], handle: FrameworkHandle
@@ -425,7 +425,7 @@ class GuestInstance:
         if (bad := self._unavailable("normalizescore")) is not None:
             return NormalizeScoreResult(bad)
         if "normalizescore" not in self.exports:
-            return NormalizeScoreResult(Status(plugin=self.plugin), tuple(scores))
+            return NormalizeScoreResult(self._success, tuple(scores))
         ctx = CallContext(
             "normalizescore", handle, phase=self.phase, pod=pod, node_scores={s.name: s.score for s in scores}
         )
@@ -463,7 +463,7 @@ class GuestInstance:
         if (bad := self._unavailable(export)) is not None:
             return bad, None
         if export not in self.exports:
-            return absent or Status(plugin=self.plugin), None
+            return absent or self._success, None
         ctx = CallContext(export, handle, phase=self.phase, pod=pod, node_name=node_name)
         try:
             raw = self._call(ctx)
@@ -511,7 +511,7 @@ class GuestInstance:
         if (bad := self._unavailable("enqueue")) is not None:
             return DEFAULT_CLUSTER_EVENTS, bad
         if "enqueue" not in self.exports:
-            return DEFAULT_CLUSTER_EVENTS, Status(plugin=self.plugin)
+            return DEFAULT_CLUSTER_EVENTS, self._success
         ctx = CallContext("enqueue", handle, phase=self.phase)
         try:
             self._call(ctx)

@@ -132,8 +132,5 @@ class GuestMemory:
         size = len(value)
         if size == 0 or size > (buf_limit & 0xFFFF_FFFF):
             return size
-        if self._fast and type(value) is bytes:  # `write`, inlined: every host function answers here
-            _MEMMOVE(self._address(buf, size, what), value, size)
-        else:
-            self.write(buf, value, what)
+        self.write(buf, value, what)
         return size

@@ -13,6 +13,7 @@ memory raises `GuestFault`, which traps the guest's call.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ MAX_RESULT_BYTES = 16 * 1024 * 1024
 
 #: klog severity -> structlog method, and its logging level number.
 _KLOG_LEVELS = ("info", "warning", "error", "critical")
-_KLOG_LEVEL_NUMBERS = (20, 30, 40, 50)
+_KLOG_LEVEL_NUMBERS = (logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL)
 
 
 @dataclass(slots=True)
@@ -342,12 +343,11 @@ class HostFunctions:
         self._emit(severity, message, {})
 
     def klogs(self, severity: int, msg_ptr: int, msg_len: int, kvs_ptr: int, kvs_len: int) -> None:
+        mem = self._mem()
         if self._dropped(severity):
-            mem = self._mem()
             mem.check_read(msg_ptr, msg_len, "logs message")
             mem.check_read(kvs_ptr, kvs_len, "logs kvs")
             return
-        mem = self._mem()
         message = mem.read_str(msg_ptr, msg_len, "logs message")
         parts = mem.read_str(kvs_ptr, kvs_len, "logs kvs").split("\0")
         if parts and parts[-1] == "":

@@ -148,6 +148,8 @@ class WasmPlugin:
 
     def __init__(self, guest: CompiledGuest, config: PluginConfig, handle: FrameworkHandle | None = None) -> None:
         self.name = config.name
+        #: This plugin's Success (a Status is immutable: one serves every answer).
+        self._success = Status(plugin=self.name)
         self.config = config
         self.guest = guest
         self.handle: FrameworkHandle = handle or EmptyHandle()
@@ -379,7 +381,7 @@ class WasmPlugin:
         if not self._exports("prefilter"):
             uid, name = pod_key(pod)
             answer, _ = self._begin(uid, name)
-            return PreFilterResult(self._error(answer.reason) if isinstance(answer, Lost) else Status(plugin=self.name))
+            return PreFilterResult(self._error(answer.reason) if isinstance(answer, Lost) else self._success)
         result = self._run(BeginCycle, "prefilter", (pod, self._handle(state)), pod, "scheduling")
         return PreFilterResult(result) if isinstance(result, Status) else result
 
@@ -412,7 +414,7 @@ class WasmPlugin:
         """PreScore, and Score over the same nodes in the same message (a guest exporting
         prescore also exports score): Score then answers from what this call brought."""
         if not self._exports("prescore"):
-            return Status(plugin=self.name)
+            return self._success
         names = _names(nodes)
         result = self._run(Route, PRESCORE_AND_SCORE, (pod, names, self._handle(state)), pod, "scheduling")
         if isinstance(result, Status):
@@ -431,13 +433,13 @@ class WasmPlugin:
 
     def normalize_score(self, state: Any, pod: KubeObject, scores: Sequence[NodeScore]) -> NormalizeScoreResult:
         if not self._exports("normalizescore"):
-            return NormalizeScoreResult(Status(plugin=self.name), tuple(scores))
+            return NormalizeScoreResult(self._success, tuple(scores))
         result = self._run(Route, "normalizescore", (pod, tuple(scores), self._handle(state)), pod, "scheduling")
         return NormalizeScoreResult(result) if isinstance(result, Status) else result
 
     def reserve(self, state: Any, pod: KubeObject, node_name: str) -> Status:
         if not self._exports("reserve"):
-            return Status(plugin=self.name)
+            return self._success
         result: Status = self._run(Route, "reserve", (pod, node_name, self._handle(state)), pod, "scheduling")
         return result
 
@@ -445,7 +447,7 @@ class WasmPlugin:
         if self._exports("permit"):
             result = self._run(Route, "permit", (pod, node_name, self._handle(state)), pod, "scheduling")
         else:
-            result = Status(plugin=self.name)
+            result = self._success
         uid, name = pod_key(pod)
         self._to_binding(uid, name)
         return PermitResult(result) if isinstance(result, Status) else result
@@ -454,7 +456,7 @@ class WasmPlugin:
 
     def unreserve(self, state: Any, pod: KubeObject, node_name: str) -> None:
         """Runs on the pod's own actor, wherever it is, then returns that actor to the pool."""
-        status = Status(plugin=self.name)
+        status = self._success
         if self._exports("unreserve"):
             status = self._run(Route, "unreserve", (pod, node_name, self._handle(state)), pod, "binding")
         uid, name = pod_key(pod)
@@ -473,7 +475,7 @@ class WasmPlugin:
     def post_bind(self, state: Any, pod: KubeObject, node_name: str) -> None:
         """The last call of a successful binding cycle: the pod's actor returns to the pool."""
         uid, name = pod_key(pod)
-        status = Status(plugin=self.name)
+        status = self._success
         if self._exports("postbind"):
             status = self._run(Route, "postbind", (pod, node_name, self._handle(state)), pod, "binding")
         self._release(uid, name, "postbind")

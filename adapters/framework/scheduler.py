@@ -120,6 +120,7 @@ class Scheduler:
         self._rng = random.Random(self.options.seed)
         self._next_start_node_index = 0
         self._ran = False
+        # Bound once: a module-level structlog logger assembles itself on every call.
         self.log = log.bind()
 
     # --- set-up ------------------------------------------------------------------------
@@ -149,8 +150,6 @@ class Scheduler:
         if self._ran:
             raise RuntimeError("a Scheduler runs once")
         self._ran = True
-        # Bound once for the run: a module-level logger assembles itself on every call.
-        self.log = log.bind()
         started = time.perf_counter()
         ignored = []
         for info in self.cluster.pending:
@@ -166,7 +165,7 @@ class Scheduler:
             self.queue.add(info)
         if ignored:
             self.log.warning("pods.ignored", count=len(ignored), pods=ignored[:10],
-                        reason="spec.schedulerName names no profile of the configuration")
+                             reason="spec.schedulerName names no profile of the configuration")
         total = len(self._outcomes)
         while True:
             item = self.queue.pop()
@@ -217,7 +216,7 @@ class Scheduler:
         events_before = self._delete_events
         view = self.snapshot.update_view()
         self.log.info("cycle.started", pod=info.key, pod_uid=info.uid, phase="scheduling", attempt=item.attempts,
-                 profile=framework.profile_name)
+                      profile=framework.profile_name)
         try:
             self._scheduling_cycle(item, framework, state, view, trace, events_before)
         except Exception as exc:  # a bug of a plugin or of the framework: this pod fails, the run goes on
@@ -399,7 +398,7 @@ class Scheduler:
     def _start_binding(self, binding: _Binding) -> None:
         assert self._binding_pool is not None
         self.log.info("cycle.finished", pod=binding.assumed.key, pod_uid=binding.assumed.uid, phase="scheduling",
-                 outcome="Waiting" if binding.waiting is not None else "Assumed", node=binding.node)
+                      outcome="Waiting" if binding.waiting is not None else "Assumed", node=binding.node)
         future = self._binding_pool.submit(self._binding_cycle, binding)
         with self._lock:
             self._inflight.add(future)
@@ -457,7 +456,7 @@ class Scheduler:
         if b.trace is not None:
             b.trace.outcome = f"Scheduled on {b.node}"
         self.log.info("cycle.finished", pod=b.assumed.key, pod_uid=b.assumed.uid, phase="binding",
-                 outcome=str(PodStatus.SCHEDULED), node=b.node, reason=reason)
+                      outcome=str(PodStatus.SCHEDULED), node=b.node, reason=reason)
 
     def _binding_failed(self, b: _Binding, status: Status) -> None:
         """kube's handleBindingCycleError: Unreserve, forget (a pod-delete event), fail the pod."""
@@ -487,7 +486,7 @@ class Scheduler:
         if trace is not None:
             trace.outcome = f"{status}: {reason}"
         self.log.info("cycle.finished", pod=item.info.key, pod_uid=item.info.uid, phase=phase, outcome=str(status),
-                 reason=reason)
+                      reason=reason)
 
     def _retry(self, item: QueuedPod, plugins: Iterable[str], requeue: bool = False) -> None:
         if item.attempts >= self.options.max_attempts:
