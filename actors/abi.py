@@ -255,12 +255,78 @@ def node_scores(names: Iterable[str], scores: Iterable[int]) -> tuple[NodeScore,
     return tuple(map(tuple.__new__, repeat(NodeScore), zip(names, scores, strict=False)))
 
 
-@dataclass(frozen=True, slots=True)
 class ScoreResult:
-    """Score over many nodes: the scores of those that succeeded, or the first failure."""
+    """Score over many nodes: the scores of those that succeeded, or the first failure.
 
-    status: Status
-    scores: tuple[NodeScore, ...] = ()
+    Made from NodeScores, or (`from_columns`) from the nodes' names and their scores side
+    by side, as a guest's Score gives them: then the NodeScores are built only if `scores`
+    is read, and `pairs()` walks the two columns without making an object a node (the
+    framework reads the pairs). Immutable, like the other results."""
+
+    __slots__ = ("_status", "_scores", "_names", "_values")
+
+    _status: Status
+    _scores: tuple[NodeScore, ...] | None
+    _names: Sequence[str]
+    _values: Sequence[int]
+
+    def __init__(self, status: Status, scores: Iterable[NodeScore] = ()) -> None:
+        _set = object.__setattr__
+        _set(self, "_status", status)
+        _set(self, "_scores", tuple(scores))
+        _set(self, "_names", ())
+        _set(self, "_values", ())
+
+    @classmethod
+    def from_columns(cls, status: Status, names: Sequence[str], values: Sequence[int]) -> ScoreResult:
+        """`names[i]` scored `values[i]`; both are kept as they are (the caller hands them over)."""
+        if len(names) != len(values):
+            raise ValueError(f"ScoreResult: {len(names)} node names for {len(values)} scores")
+        result = cls.__new__(cls)
+        _set = object.__setattr__
+        _set(result, "_status", status)
+        _set(result, "_scores", None)
+        _set(result, "_names", names)
+        _set(result, "_values", values)
+        return result
+
+    @property
+    def status(self) -> Status:
+        return self._status
+
+    @property
+    def scores(self) -> tuple[NodeScore, ...]:
+        scores = self._scores
+        if scores is None:  # built once; two threads asking at once build equal tuples
+            scores = node_scores(self._names, self._values)
+            object.__setattr__(self, "_scores", scores)
+        return scores
+
+    def pairs(self) -> Iterable[tuple[str, int]]:
+        """(node name, score) in order, without building NodeScores that do not exist yet."""
+        if self._scores is not None:
+            return self._scores
+        return zip(self._names, self._values, strict=True)
+
+    def __len__(self) -> int:
+        return len(self._scores) if self._scores is not None else len(self._names)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ScoreResult):
+            return NotImplemented
+        return self._status == other._status and self.scores == other.scores
+
+    def __hash__(self) -> int:
+        return hash((self._status, self.scores))
+
+    def __repr__(self) -> str:
+        return f"ScoreResult(status={self._status!r}, scores={self.scores!r})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ScoreResult is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"ScoreResult is immutable: cannot delete {name!r}")
 
 
 @dataclass(frozen=True, slots=True)

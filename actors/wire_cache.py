@@ -3,7 +3,9 @@
 This module owns the rule "a node is encoded once per version, a pod once per cycle":
 `WireCache` keeps each node's protobuf bytes keyed by the node object itself (the
 snapshot replaces a node's dict when the node changes; it never edits one in place)
-and assembles a `v1.NodeList` from the cached items without re-encoding them. One
+and assembles a `v1.NodeList` from the cached items without re-encoding them. A pod's
+spec and status, which the pods of one template share, are encoded once for all of
+them (`kube_codec.PodPartCache`); only the metadata is encoded for every pod. One
 cache serves all instances of a plugin, from their own threads: entries are
 immutable tuples swapped in whole, so a race costs at most a duplicate encoding.
 """
@@ -14,7 +16,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from actors.kube_codec import encode_node, encode_pod
+from actors.kube_codec import PodPartCache, encode_node, encode_pod
 
 _NODELIST_ITEMS_TAG = b"\x12"  # NodeList.items = 2, length-delimited
 
@@ -42,6 +44,8 @@ class WireCache:
         self._nodes: dict[str, tuple[Mapping[str, Any], bytes]] = {}
         self._list: tuple[tuple[int, ...], bytes] | None = None
         self._pods: dict[int, tuple[Mapping[str, Any], bytes]] = {}
+        #: The spec and status that pods share, encoded once (pods of one template).
+        self.pod_parts = PodPartCache()
 
     def pod(self, pod: Mapping[str, Any]) -> bytes:
         """The pod's bytes, encoded once per pod object (a pod dict is never edited in place:
@@ -49,7 +53,7 @@ class WireCache:
         entry = self._pods.get(id(pod))
         if entry is not None and entry[0] is pod:
             return entry[1]
-        data = encode_pod(pod)
+        data = encode_pod(pod, parts=self.pod_parts)
         pods = self._pods
         if len(pods) >= POD_ENTRIES:
             # The oldest entry (insertion order); another thread may have taken it already.

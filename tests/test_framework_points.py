@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from actors.abi import SUCCESS, Code, PreFilterResult, Status
+from collections.abc import Sequence
+from typing import Any
+
+from actors.abi import SUCCESS, Code, PreFilterResult, ScoreResult, Status
 from adapters.framework.cycle_state import CycleState
 from adapters.framework.plugins.base import NativePlugin
 from adapters.framework.results import PodStatus
@@ -228,3 +231,36 @@ def test_a_plugin_that_raises_fails_its_pod_and_the_run_goes_on(compiler):
     assert report.outcome("default/boom-1").status == PodStatus.ERROR
     # boom-1 was assumed on n1 when Reserve raised: forgotten again, so "fine" fits.
     assert report.outcome("default/fine").node == "n1"
+
+
+class ColumnScorer(NativePlugin):
+    """Scores as a guest does: names and scores side by side (`ScoreResult.from_columns`)."""
+
+    NAME = "Columns"
+
+    def __init__(self, ctx: Any, scores: dict[str, int], results: list[ScoreResult]) -> None:
+        super().__init__(ctx)
+        self.scores, self.results = scores, results
+
+    def score_nodes(self, state: CycleState, pod: Any, nodes: Sequence[NodeInfo]) -> ScoreResult:
+        names = [n.name for n in nodes if n.name in self.scores]
+        result = ScoreResult.from_columns(SUCCESS, names, [self.scores[n] for n in names])
+        self.results.append(result)
+        return result
+
+
+def test_a_score_given_as_columns_is_weighted_without_making_node_scores(compiler):
+    results: list[ScoreResult] = []
+    registry = {"Columns": lambda ctx: ColumnScorer(ctx, {"n1": 30, "n2": 70}, results)}
+    plugins = {"score": {"disabled": [{"name": n} for n in ("TaintToleration", "NodeAffinity", "NodeResourcesFit")]}}
+    report = run(config(("Columns", 3), plugins=plugins), cluster(node("n1"), node("n2"), pod("p")), compiler,
+                 registry)
+    assert report.outcome("default/p").node == "n2" and report.outcome("default/p").scores == {"Columns": 210}
+    assert results and all(r._scores is None for r in results)  # read as pairs only
+
+
+def test_a_score_given_as_columns_must_cover_the_nodes(compiler):
+    registry = {"Columns": lambda ctx: ColumnScorer(ctx, {"n1": 30}, [])}
+    report = run(config("Columns"), cluster(node("n1"), node("n2"), pod("p")), compiler, registry)
+    assert report.outcome("default/p").status == PodStatus.ERROR
+    assert "scored 1 of 2 nodes" in report.outcome("default/p").reason

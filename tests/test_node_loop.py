@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors import node_loop
-from actors.abi import Code, NodeScore, Status, high_words, node_scores
+from actors.abi import Code, NodeScore, ScoreResult, Status, high_words, node_scores
 from actors.guest_instance import GuestInstance
 from actors.handle import EmptyHandle
 from registry.compiler import CompiledGuest, GuestCompiler
@@ -252,3 +252,30 @@ def test_node_scores_are_the_named_tuples_the_constructor_makes(pairs: list[tupl
     assert all(type(one) is NodeScore for one in made)
     assert [(one.name, one.score) for one in made] == pairs
     assert node_scores(names, repeat(0)) == tuple(NodeScore(name, 0) for name in names)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.text(max_size=12), _I32), max_size=300))
+def test_a_score_result_of_columns_is_the_one_of_node_scores(pairs: list[tuple[str, int]]) -> None:
+    names, scores = [name for name, _ in pairs], array("i", [score for _, score in pairs])
+    ok = Status(Code.SUCCESS, "", "p")
+    columns = ScoreResult.from_columns(ok, names, scores)
+    assert list(columns.pairs()) == pairs and len(columns) == len(pairs)
+    assert columns._scores is None  # no NodeScore made for the pairs or the length
+    named = ScoreResult(ok, tuple(NodeScore(name, score) for name, score in pairs))
+    assert list(named.pairs()) == pairs and len(named) == len(pairs)
+    assert columns == named and hash(columns) == hash(named) and repr(columns) == repr(named)
+    assert columns.scores is columns.scores  # built once, when first read
+    assert all(type(one) is NodeScore for one in columns.scores)
+
+
+def test_a_score_result_is_immutable_and_its_columns_must_pair_up() -> None:
+    result = ScoreResult.from_columns(Status(), ["a", "b"], [1, 2])
+    with pytest.raises(AttributeError, match="immutable"):
+        result.status = Status(Code.ERROR)  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="immutable"):
+        del result._names
+    with pytest.raises(ValueError, match="2 node names for 1 scores"):
+        ScoreResult.from_columns(Status(), ["a", "b"], [1])
+    assert ScoreResult(Status()) == ScoreResult(Status(), ()) and len(ScoreResult(Status())) == 0
+    assert ScoreResult(Status()) != ScoreResult.from_columns(Status(), ["a"], [0])

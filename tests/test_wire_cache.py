@@ -17,9 +17,9 @@ def test_a_pod_is_encoded_once_per_object(monkeypatch: pytest.MonkeyPatch) -> No
     encoded: list[str] = []
     real = wire_cache.encode_pod
 
-    def counting(obj: dict) -> bytes:
+    def counting(obj: dict, **options: object) -> bytes:
         encoded.append(obj["metadata"]["name"])
-        return real(obj)
+        return real(obj, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(wire_cache, "encode_pod", counting)
     cache = wire_cache.WireCache()

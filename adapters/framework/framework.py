@@ -16,13 +16,13 @@ The scheduling loop that calls these lives in `adapters.framework.scheduler`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from actors.abi import SUCCESS, Code, NodeScore, PostFilterResult, Status
+from actors.abi import SUCCESS, Code, PostFilterResult, Status
 from actors.log_level import DEBUG, enabled
 from adapters.framework.cycle_state import CycleState
 from adapters.framework.plugins.base import EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, Plugin
@@ -310,27 +310,31 @@ class Framework:
             result = self._call("Score", plugin, pod, plugin.score_nodes, state, pod, nodes)
             if not result.status.ok:
                 return totals, _error("Score", plugin.name, result.status)
-            scores: Sequence[NodeScore] = result.scores
-            if len(scores) != len(nodes):
-                return totals, Status(Code.ERROR, f"Score plugin {plugin.name!r} scored {len(scores)} of "
+            if len(result) != len(nodes):
+                return totals, Status(Code.ERROR, f"Score plugin {plugin.name!r} scored {len(result)} of "
                                       f"{len(nodes)} nodes", plugin.name)
+            # (name, score) pairs: NodeScores unpack as pairs, and a guest's result gives its
+            # two columns without making a NodeScore a node.
+            pairs: Iterable[tuple[str, int]] = result.pairs()
             if plugin.implements("normalize_score"):
-                normalized = self._call("NormalizeScore", plugin, pod, plugin.normalize_score, state, pod, scores)
+                normalized = self._call("NormalizeScore", plugin, pod, plugin.normalize_score, state, pod,
+                                        result.scores)
                 if not normalized.status.ok:
                     return totals, _error("NormalizeScore", plugin.name, normalized.status)
-                scores = normalized.scores
+                pairs = normalized.scores
             weight = self.score_weights.get(plugin.name, 1)
-            for score in scores:
-                if not MIN_NODE_SCORE <= score.score <= MAX_NODE_SCORE:
-                    return totals, Status(Code.ERROR, f"plugin {plugin.name!r} returns an invalid score {score.score}, "
+            name = plugin.name
+            for node, score in pairs:
+                if not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
+                    return totals, Status(Code.ERROR, f"plugin {name!r} returns an invalid score {score}, "
                                           f"it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after "
-                                          "normalizing", plugin.name)
-                if score.name not in totals:
-                    return totals, Status(Code.ERROR, f"Score plugin {plugin.name!r} scored unknown node "
-                                          f"{score.name}", plugin.name)
-                totals[score.name][plugin.name] = score.score * weight
+                                          "normalizing", name)
+                per_plugin = totals.get(node)
+                if per_plugin is None:
+                    return totals, Status(Code.ERROR, f"Score plugin {name!r} scored unknown node {node}", name)
+                per_plugin[name] = score * weight
                 if trace is not None:
-                    trace.node(score.name).scores[plugin.name] = (score.score, score.score * weight)
+                    trace.node(node).scores[name] = (score, score * weight)
         return totals, SUCCESS
 
     # --- Reserve, Permit ---------------------------------------------------------------
