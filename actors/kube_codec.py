@@ -44,7 +44,8 @@ so the bytes of an object version can be cached and compared.
 Speed: every message type gets its tables at import (JSON key -> field encoder, field
 number -> JSON key and decoder), so a call only walks the data; ``json_format`` and
 per-call descriptor introspection are not used. All module state is those read-only
-tables.
+tables. A `PodPartCache` (one per caller that wants it; the plugin's wire cache holds
+one) lets pods that share their spec or status share those fields' bytes too.
 """
 
 from __future__ import annotations
