@@ -28,7 +28,8 @@ def _real_pod() -> dict[str, Any]:
 
 
 def template_pod(name: str, cpu: Any = "100m", links: Any = True, grace: Any = 30, phase: Any = "Pending",
-                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                 extra: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,
+                 reverse_meta: bool = False) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9",
                         "resources": {"requests": {"cpu": cpu}}}],
@@ -36,9 +37,10 @@ def template_pod(name: str, cpu: Any = "100m", links: Any = True, grace: Any = 3
         "terminationGracePeriodSeconds": grace,
         **(extra or {}),
     }
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-            "spec": spec, "status": {"phase": phase}}
+    metadata = {"name": name, "namespace": "default", "uid": f"uid-{name}", **(meta or {})}
+    if reverse_meta:
+        metadata = dict(reversed(metadata.items()))
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": {"phase": phase}}
 
 
 def outcome(pod: dict[str, Any], parts: PodPartCache | None) -> tuple[str, Any, list[str]]:
@@ -161,6 +163,15 @@ _CHOICES: dict[str, list[Any]] = {
     "grace": [30, 30.0, "30", True, 2**70, None],
     "phase": ["Pending", "Running", 1, None],
     "extra": [{}, {"futureField": 1}, {"nodeName": "node-1"}, {"priority": True}],
+    "meta": [
+        {}, {"labels": {"app": "web", "tier": "front"}}, {"labels": {"app": 1}}, {"generation": 3},
+        {"creationTimestamp": "2024-05-01T00:00:00Z"}, {"futureMeta": 1}, {"uid": 7}, {"namespace": "\ud800"},
+        {"generateName": "", "resourceVersion": "42"}, {"annotations": {"a": "b"}, "finalizers": ["f"]},
+        {"finalizers": ["f"], "generation": 2, "labels": {"app": "web"}, "deletionGracePeriodSeconds": 30},
+        {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u",
+                              "controller": True}]},
+    ],
+    "reverse_meta": [False, True],
 }
 
 
