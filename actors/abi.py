@@ -278,8 +278,13 @@ class ScoreResult:
         _set(self, "_values", ())
 
     @classmethod
-    def from_columns(cls, status: Status, names: Sequence[str], values: Sequence[int]) -> ScoreResult:
-        """`names[i]` scored `values[i]`; both are kept as they are (the caller hands them over)."""
+    def from_columns(cls, status: Status, names: Sequence[str], values: Sequence[int], *,
+                     copy: bool = True) -> ScoreResult:
+        """`names[i]` scored `values[i]`. Both are copied, so the result does not change with
+        them, unless `copy` is False: the caller then hands them over and never changes them
+        (the guest host does, with the names of the call and the scores it just read)."""
+        if copy:
+            names, values = tuple(names), tuple(values)
         if len(names) != len(values):
             raise ValueError(f"ScoreResult: {len(names)} node names for {len(values)} scores")
         result = cls.__new__(cls)
@@ -289,6 +294,10 @@ class ScoreResult:
         _set(result, "_names", names)
         _set(result, "_values", values)
         return result
+
+    def __reduce__(self) -> tuple[type[ScoreResult], tuple[Status, tuple[NodeScore, ...]]]:
+        """Pickled and copied as its status and NodeScores (setting attributes is refused)."""
+        return ScoreResult, (self._status, self.scores)
 
     @property
     def status(self) -> Status:

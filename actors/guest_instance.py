@@ -396,14 +396,14 @@ class GuestInstance:
         if (bad := self._unavailable("score")) is not None:
             return ScoreResult(bad)
         if "score" not in self.exports:
-            return ScoreResult.from_columns(self._success, node_names, (0,) * len(node_names))
+            return ScoreResult.from_columns(self._success, node_names, (0,) * len(node_names), copy=False)
         ctx = CallContext("score", handle, phase=self.phase, pod=pod)
         run, failed = self._run_per_node(ctx, node_names, stop_mask=0xFFFF_FFFF)
         values = run.values
         if failed is None and len(values) == len(node_names) and not (values and values[-1] & 0xFFFF_FFFF):
             # The common case: the loop stops at the first status that is not Success, so
             # every node ran and succeeded: each score is the high, signed half of its i64.
-            return ScoreResult.from_columns(self._success, node_names, high_words(values))
+            return ScoreResult.from_columns(self._success, node_names, high_words(values), copy=False)
         scores: list[NodeScore] = []
         for i, (name, packed) in enumerate(zip(node_names, values, strict=False)):
             low, score = decode_score(packed)

@@ -762,6 +762,12 @@ class PodPartCache:
     up to `MAX_KEY` bytes. After `MISSES_TO_REST` misses in a row a field rests for
     `REST` pods (no key is made), so pods that never repeat pay almost nothing.
 
+    One limit: marshal writes every bytes-like object as bytes, so a dict key that is not
+    text (``b"k"``, ``bytearray(b"k")``) is told apart from another only by its value.
+    The bytes are still right (such a key is never a schema field); the unknown-field
+    path reported on a hit names the key as the first pod's was written. A pod read
+    from YAML or JSON has text keys only.
+
     One cache serves a plugin's threads: dict reads and writes are atomic, entries are
     immutable tuples, and a race costs at most a duplicate encoding or a miscount.
     """
@@ -808,7 +814,7 @@ class PodPartCache:
         return data
 
     def _key(self, key: str, value: Any) -> bytes | None:
-        if self._resting[key]:
+        if self._resting[key] > 0:  # two threads may both count one down: never below zero for long
             self._resting[key] -= 1
             return None
         try:

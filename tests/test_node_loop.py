@@ -279,3 +279,18 @@ def test_a_score_result_is_immutable_and_its_columns_must_pair_up() -> None:
         ScoreResult.from_columns(Status(), ["a", "b"], [1])
     assert ScoreResult(Status()) == ScoreResult(Status(), ()) and len(ScoreResult(Status())) == 0
     assert ScoreResult(Status()) != ScoreResult.from_columns(Status(), ["a"], [0])
+
+
+def test_a_score_result_copies_its_columns_and_pickles_as_node_scores() -> None:
+    import copy
+    import pickle
+
+    names, scores = ["a", "b"], array("i", [1, 2])
+    result = ScoreResult.from_columns(Status(), names, scores)
+    names.append("c")
+    scores[0] = 99
+    assert list(result.pairs()) == [("a", 1), ("b", 2)] and len(result) == 2
+    handed = ScoreResult.from_columns(Status(), ["x"], array("i", [5]), copy=False)
+    for clone in (pickle.loads(pickle.dumps(result)), copy.copy(result), copy.deepcopy(result)):
+        assert clone == result and type(clone) is ScoreResult and clone.scores == result.scores
+    assert pickle.loads(pickle.dumps(handed)).scores == (NodeScore("x", 5),)

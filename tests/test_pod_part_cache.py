@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,23 @@ def test_a_field_rests_after_many_misses_and_comes_back() -> None:
     assert cache.hits == hits + 2  # spec and status found again
 
 
+def test_a_rest_counter_a_race_took_below_zero_does_not_stop_the_cache() -> None:
+    cache = PodPartCache()
+    cache._resting["spec"] = -1  # two threads counted the last resting pod down at once
+    for name in ("a", "b"):
+        encode_pod(template_pod(name), parts=cache)
+    assert cache.hits == 2  # spec and status of "b"
+
+
+def test_threads_sharing_one_cache_get_what_encode_pod_gives() -> None:
+    cache = PodPartCache()
+    pods = [template_pod(f"p{i}", grace=i % 5, phase=("Pending", "Running")[i % 2]) for i in range(400)]
+    expected = [encode_pod(p) for p in pods]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda p: encode_pod(p, parts=cache), pods))
+    assert got == expected and cache.hits > 0
+
+
 def test_the_cache_is_bounded() -> None:
     cache = PodPartCache()
     for i in range(PodPartCache.ENTRIES * 3):
@@ -179,12 +197,16 @@ _CHOICES: dict[str, list[Any]] = {
 def pod_sequences(draw: st.DrawFn) -> list[dict[str, Any]]:
     """Pods where each differs from the last in at most one field (so near-equal specs meet)."""
     fields = {key: draw(st.sampled_from(values)) for key, values in _CHOICES.items()}
+    order = draw(st.permutations(["apiVersion", "kind", "metadata", "spec", "status"]))
     pods = []
-    for i in range(draw(st.integers(1, 12))):
-        key = draw(st.sampled_from([None, *_CHOICES]))
-        if key is not None:
+    for i in range(draw(st.integers(1, 40))):  # long enough to rest a part and to evict
+        key = draw(st.sampled_from([None, "order", *_CHOICES]))
+        if key == "order":
+            order = draw(st.permutations(order))
+        elif key is not None:
             fields[key] = draw(st.sampled_from(_CHOICES[key]))
-        pods.append(template_pod(f"p{i}", **copy.deepcopy(fields)))
+        pod = template_pod(f"p{i}", **copy.deepcopy(fields))
+        pods.append({k: pod[k] for k in order})
     return pods
 
 
