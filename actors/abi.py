@@ -271,11 +271,16 @@ class ScoreResult:
     _values: Sequence[int]
 
     def __init__(self, status: Status, scores: Iterable[NodeScore] = ()) -> None:
+        self._fill(status, tuple(scores), (), ())
+
+    def _fill(self, status: Status, scores: tuple[NodeScore, ...] | None, names: Sequence[str],
+              values: Sequence[int]) -> None:
+        """Set the slots once (assignment is refused afterwards)."""
         _set = object.__setattr__
         _set(self, "_status", status)
-        _set(self, "_scores", tuple(scores))
-        _set(self, "_names", ())
-        _set(self, "_values", ())
+        _set(self, "_scores", scores)
+        _set(self, "_names", names)
+        _set(self, "_values", values)
 
     @classmethod
     def from_columns(cls, status: Status, names: Sequence[str], values: Sequence[int], *,
@@ -288,11 +293,7 @@ class ScoreResult:
         if len(names) != len(values):
             raise ValueError(f"ScoreResult: {len(names)} node names for {len(values)} scores")
         result = cls.__new__(cls)
-        _set = object.__setattr__
-        _set(result, "_status", status)
-        _set(result, "_scores", None)
-        _set(result, "_names", names)
-        _set(result, "_values", values)
+        result._fill(status, None, names, values)
         return result
 
     def __reduce__(self) -> tuple[type[ScoreResult], tuple[Status, tuple[NodeScore, ...]]]:

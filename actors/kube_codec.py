@@ -710,10 +710,15 @@ def _finish(msg: Message, what: str, unknown: list[str], sink: list[str] | None)
         log.debug("kube_codec.unknown_fields_ignored", object=what, paths=unknown)
         if sink is not None:
             sink.extend(unknown)
+    return _serialise(msg, f"<root>: cannot serialise the {what}")
+
+
+def _serialise(msg: Message, failure: str) -> bytes:
+    """The message's deterministic bytes; `failure` starts the error's message."""
     try:
         return msg.SerializeToString(deterministic=True)
     except Exception as exc:  # not expected: every field was checked on the way in
-        raise KubeCodecError(f"<root>: cannot serialise the {what}: {exc}") from exc
+        raise KubeCodecError(f"{failure}: {exc}") from exc
 
 
 def encode_pod(pod: Mapping[str, Any], *, unknown_fields: list[str] | None = None,
@@ -797,10 +802,7 @@ class PodPartCache:
         own: list[str] = []
         msg = _POD.cls()
         _encode_into(msg, {key: value}, _POD_TOP, None, own)
-        try:
-            data = msg.SerializeToString(deterministic=True)
-        except Exception as exc:  # not expected: every field was checked on the way in
-            raise KubeCodecError(f"{key}: cannot serialise: {exc}") from exc
+        data = _serialise(msg, f"{key}: cannot serialise")
         unknown.extend(own)
         if content is not None:
             if len(entries) >= self.ENTRIES:
