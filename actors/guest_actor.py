@@ -104,6 +104,19 @@ class InstanceInfo:
     load_failed: bool
 
 
+@dataclass(slots=True)
+class InstanceHealth:
+    """Whether an actor's instance can still start a cycle: "" while healthy, else why not.
+
+    Set once, never cleared: by the actor's own thread before it answers the call that
+    broke the instance (or when the instance fails to start), or by the supervisor when
+    it discards the actor. Read by whoever holds the actor's route (the facade, before it
+    passes the scheduling slot's actor on to the next pod itself). One attribute: a read
+    is atomic, and a reader that got the call's answer sees the write made before it."""
+
+    broken: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class InstanceBroken:
     """Told to the supervisor by a guest actor whose instance just broke."""
@@ -122,6 +135,7 @@ class GuestActor(MailboxActor):
         instance_id: str,
         wire_cache: WireCache,
         supervisor: pykka.ActorRef[Any] | None = None,
+        health: InstanceHealth | None = None,
     ) -> None:
         super().__init__()
         self.guest = guest
@@ -129,6 +143,7 @@ class GuestActor(MailboxActor):
         self.instance_id = instance_id
         self.wire_cache = wire_cache
         self.supervisor = supervisor
+        self.health = health if health is not None else InstanceHealth()
         self.instance: GuestInstance | None = None
         self.load_error = ""
         self._reported = False
@@ -142,6 +157,7 @@ class GuestActor(MailboxActor):
             )
         except GuestLoadError as exc:
             self.load_error = str(exc)
+            self.health.broken = self.load_error
             # Kept alive so a caller can ask why (Describe); the first call reports it
             # broken to the supervisor, which discards it.
             self.log.error("instance.start_failed", error=self.load_error)
@@ -225,6 +241,7 @@ class GuestActor(MailboxActor):
         self._report_broken(f"actor failed: {exception_value!r}")
 
     def _report_broken(self, reason: str) -> None:
+        self.health.broken = self.health.broken or reason
         if self.supervisor is not None:
             self.supervisor.tell(InstanceBroken(self.instance_id, reason))
 
@@ -245,4 +262,5 @@ def _unavailable(point: str, args: tuple[Any, ...], plugin: str, why: str) -> An
     return shaped.get(point, status)
 
 
-__all__ = ["GuestActor", "Invoke", "Replied", "Describe", "InstanceInfo", "InstanceBroken", "ClusterEvent"]
+__all__ = ["GuestActor", "Invoke", "Replied", "Describe", "InstanceInfo", "InstanceBroken", "InstanceHealth",
+           "ClusterEvent"]

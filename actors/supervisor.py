@@ -7,9 +7,15 @@ This is the one place where the lifecycle of a pod's instance lives:
 | `BeginCycle(P)` (PreFilter)        | the scheduling slot's actor is reassigned to P (the last |
 |                                    | pod's cycle is over: it never reached Permit); an empty  |
 |                                    | slot takes an idle actor, else a new one is started      |
+| `SlotPassed(P, X)` (PreFilter, the | the same rule as BeginCycle, applied by the facade where |
+|  facade decided)                   | the call starts: the slot's healthy actor X went to P    |
+|                                    | (the facade logged it); recorded here, in the order the  |
+|                                    | facade sent it, with its next message                    |
 | `Route(P)` (any other call of P)   | P's actor: the slot if it holds P, else the binding map; |
 |                                    | none (its instance trapped, its cycle ended): `Lost`     |
-| `ToBinding(P)` (after Permit)      | P's actor moves from the slot to the binding map         |
+| `ToBinding(P)` (after Permit, for a| P's actor moves from the slot to the binding map (a guest|
+|  guest with binding-cycle exports) | without prebind, bind, postbind and unreserve keeps the  |
+|                                    | slot: no call of P can reach its instance any more)      |
 | `Release(P)` (end of binding cycle,| P's actor, wherever it is, returns to the idle pool      |
 |  Unreserve, any failure)           |                                                          |
 | `InstanceBroken(id)` (from a guest | the actor is stopped; the pod it served keeps a          |
@@ -36,7 +42,7 @@ from typing import Any
 import pykka
 import structlog
 
-from actors.guest_actor import GuestActor, InstanceBroken, Replied
+from actors.guest_actor import GuestActor, InstanceBroken, InstanceHealth, Replied
 from actors.mailbox import MailboxActor
 from actors.wire_cache import WireCache
 from registry.compiler import CompiledGuest
@@ -61,6 +67,18 @@ class BeginCycle:
     pod_uid: str
     pod: str = ""
     invoke: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class SlotPassed:
+    """The facade gave the scheduling slot's actor `instance_id` to pod `pod_uid` itself:
+    BeginCycle's rule (the slot's actor goes to the next pod), applied without a round
+    trip when the facade knows the slot's actor and that its instance is healthy. It
+    logged the reassignment when it made it; this records it."""
+
+    pod_uid: str
+    pod: str
+    instance_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +152,8 @@ class Reap:
 class Assigned:
     instance_id: str
     actor: pykka.ActorRef[Any]
+    #: The actor's own word on its instance (`InstanceHealth`), for a facade passing it on.
+    health: InstanceHealth | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +205,7 @@ class SupervisorActor(MailboxActor):
         self.log = log.bind(plugin=config.name)
         self._ids = itertools.count(1)
         self._actors: dict[str, pykka.ActorRef[Any]] = {}
+        self._health: dict[str, InstanceHealth] = {}
         self._idle: dict[str, float] = {}  # instance id -> idle since (insertion ordered)
         self._slot: tuple[str, str] | None = None  # (pod uid, instance id or tombstone)
         self._slot_pod = ""
@@ -215,6 +236,7 @@ class SupervisorActor(MailboxActor):
             ref.stop(block=False)
         self.log.info("pool.stopped", started=self._started, discarded=self._discarded)
         self._actors.clear()
+        self._health.clear()
         self._idle.clear()
         self._binding.clear()
         self._slot = None
@@ -293,7 +315,30 @@ class SupervisorActor(MailboxActor):
         self._log_assignment(msg, previous, instance_id)
         self._slot = (msg.pod_uid, instance_id)
         self._slot_pod = msg.pod
-        return Assigned(instance_id, self._actors[instance_id])
+        return self._assigned(instance_id)
+
+    def _assigned(self, instance_id: str) -> Assigned:
+        return Assigned(instance_id, self._actors[instance_id], self._health.get(instance_id))
+
+    def _slot_passed(self, msg: SlotPassed) -> None:
+        """Record a reassignment the facade made (and logged): the slot's actor is P's now."""
+        slot = self._slot
+        if msg.instance_id not in self._actors:
+            # Discarded since (its actor died under the call): P's cycle has no instance.
+            self._slot, self._slot_pod = (msg.pod_uid, _TOMBSTONE), msg.pod
+            return
+        if slot is None or slot[1] != msg.instance_id:
+            # The facade passes on only the actor it saw in the slot, and this actor sees
+            # the facade's messages in the order it sent them: a disagreement is our bug.
+            self.log.error("assignment.ledger_mismatch", instance=msg.instance_id, pod=msg.pod,
+                           pod_uid=msg.pod_uid, slot=slot)
+            self._idle.pop(msg.instance_id, None)
+            self._lent.discard(msg.instance_id)
+            for uid in [u for u, i in self._binding.items() if i == msg.instance_id]:
+                del self._binding[uid]
+        if msg.pod_uid in self._binding:
+            self.log.warning("assignment.pod_in_binding", pod=msg.pod, pod_uid=msg.pod_uid)
+        self._slot, self._slot_pod = (msg.pod_uid, msg.instance_id), msg.pod
 
     def _route(self, msg: Route) -> Assigned | Lost:
         if self._slot is not None and self._slot[0] == msg.pod_uid:
@@ -313,7 +358,7 @@ class SupervisorActor(MailboxActor):
                 f"wasm plugin {self.config.name}: the instance serving pod {msg.pod or msg.pod_uid} "
                 "was discarded in this cycle; its cycle state is gone"
             )
-        return Assigned(instance_id, self._actors[instance_id])
+        return self._assigned(instance_id)
 
     def _to_binding(self, msg: ToBinding) -> bool:
         if self._slot is None or self._slot[0] != msg.pod_uid:
@@ -354,6 +399,9 @@ class SupervisorActor(MailboxActor):
         ref = self._actors.pop(instance_id, None)
         if ref is None:
             return
+        health = self._health.pop(instance_id, None)
+        if health is not None:
+            health.broken = health.broken or msg.reason
         self._discarded += 1
         self._idle.pop(instance_id, None)
         self._lent.discard(instance_id)
@@ -372,7 +420,7 @@ class SupervisorActor(MailboxActor):
         if instance_id is None:
             return self._pool_exhausted()
         self._lent.add(instance_id)
-        return Assigned(instance_id, self._actors[instance_id])
+        return self._assigned(instance_id)
 
     def _give_back(self, msg: GiveBack) -> None:
         if msg.instance_id in self._lent:
@@ -427,10 +475,12 @@ class SupervisorActor(MailboxActor):
 
     def _start_actor(self) -> str:
         instance_id = f"{self.config.name}-{next(self._ids)}"
+        health = InstanceHealth()
         ref = GuestActor.start(
-            self.guest, self.config, instance_id, self.wire_cache, self.actor_ref
+            self.guest, self.config, instance_id, self.wire_cache, self.actor_ref, health
         )
         self._actors[instance_id] = ref
+        self._health[instance_id] = health
         self._started += 1
         return instance_id
 
@@ -450,6 +500,7 @@ class SupervisorActor(MailboxActor):
     def _forget_dead(self, instance_id: str) -> None:
         """An idle actor that died on its own (never from a guest call): count it discarded."""
         self._actors.pop(instance_id, None)
+        self._health.pop(instance_id, None)
         self._discarded += 1
         self.log.warning("instance.discarded", instance=instance_id, trap="its actor died while idle")
 
@@ -473,6 +524,7 @@ class SupervisorActor(MailboxActor):
                 continue
             del self._idle[instance_id]
             self._actors.pop(instance_id).stop(block=False)
+            self._health.pop(instance_id, None)
             self._reaped += 1
             stopped += 1
             self.log.info(
@@ -483,6 +535,7 @@ class SupervisorActor(MailboxActor):
 
 _HANDLERS: dict[type, Callable[[SupervisorActor, Any], Any]] = {
     BeginCycle: SupervisorActor._begin_cycle,
+    SlotPassed: SupervisorActor._slot_passed,
     Route: SupervisorActor._route,
     ToBinding: SupervisorActor._to_binding,
     Release: SupervisorActor._release,

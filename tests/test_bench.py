@@ -50,6 +50,7 @@ def test_tiny_bench_reports_every_figure_as_one_json_document(capsys: pytest.Cap
     assert positive(doc["host_function_round_trip_us"])
     memory = doc["memory_per_instance_mib"]
     assert positive(memory["linear_memory"]) and isinstance(memory["rss_per_instance"], (int, float))
+    assert memory["instances"] > 0, "the memory figure must measure instances the pool started for it"
     assert positive(doc["load_ms"]["cold"]) and positive(doc["load_ms"]["cached"])
     for variant in VARIANTS:
         points = doc["extension_points"][variant]

@@ -17,7 +17,7 @@ import pytest
 
 from actors.abi import Code, NodeScore
 from actors.guest_actor import GuestActor
-from actors.supervisor import Assigned, Lost, Route
+from actors.supervisor import Assigned, GetCounts, Lost, Route
 from adapters.wasm_plugin import WasmPlugin, pod_key
 from registry.compiler import GuestCompiler
 from registry.config import PluginConfig, PoolConfig
@@ -47,8 +47,7 @@ def checker_plugin(compiler: GuestCompiler) -> Iterator[Callable[..., WasmPlugin
 
 
 def instance_of(plugin: WasmPlugin, pod: dict) -> str | None:
-    uid, name = pod_key(pod)
-    answer = plugin.supervisor.ask(Route(uid, name))
+    answer = plugin.assignment(pod)
     return answer.instance_id if isinstance(answer, Assigned) else None
 
 
@@ -100,8 +99,7 @@ def test_a_slot_actor_that_died_between_cycles_is_replaced_for_the_next_pod(chec
     a, b = make_pod("a"), make_pod("b")
     scheduling_cycle(plugin, a)  # no Permit: the slot keeps a's actor for the next pod
     served_a = instance_of(plugin, a)
-    uid, name = pod_key(a)
-    answer = plugin.supervisor.ask(Route(uid, name))
+    answer = plugin.assignment(a)
     assert isinstance(answer, Assigned)
     answer.actor.stop()
     # b has no state anywhere yet: it starts on another instance instead of failing.
@@ -280,7 +278,7 @@ def test_idle_instances_beyond_min_idle_are_stopped_after_idle_time(checker_plug
 
 def test_lost_answer_for_unknown_pod(checker_plugin) -> None:
     plugin = checker_plugin()
-    answer = plugin.supervisor.ask(Route("nobody", "default/nobody"))
+    answer = plugin.assignment({"metadata": {"name": "nobody", "uid": "nobody"}})
     assert isinstance(answer, Lost)
     assert not plugin.pre_bind(None, make_pod("nobody"), NODES[0]).ok
 
@@ -297,3 +295,82 @@ def test_surplus_idle_instances_stop_on_their_own_after_idle_time(checker_plugin
     assert len(pykka.ActorRegistry.get_by_class(GuestActor)) == 1
     counts = plugin.counts()
     assert (counts.idle, counts.reaped) == (1, 3) and counts.balanced
+
+
+# --- a guest with no export of the binding cycle -----------------------------------------
+
+#: The checker without prebind, bind, postbind and unreserve: nothing reaches an instance
+#: after a pod's Permit.
+SCORER_WAT = "\n".join(
+    line for line in (GUESTS / "checker.wat").read_text().splitlines()
+    if not any(f'(export "{point}")' in line for point in ("prebind", "bind", "postbind", "unreserve"))
+)
+
+
+@pytest.fixture
+def scorer_plugin(compiler: GuestCompiler) -> Iterator[WasmPlugin]:
+    guest = wat_guest(compiler, "scorer", SCORER_WAT)
+    plugin = WasmPlugin(guest, PluginConfig("scorer", guest.url))
+    yield plugin
+    plugin.stop()
+
+
+def test_a_pod_of_a_guest_without_binding_exports_keeps_the_slot_through_permit(scorer_plugin) -> None:
+    plugin = scorer_plugin
+    a, b = make_pod("a"), make_pod("b")
+    scheduling_cycle(plugin, a)
+    assert plugin.permit(None, a, NODES[0]).status.ok
+    served_a = instance_of(plugin, a)
+    assert served_a is not None and plugin.placement() == {served_a: "slot"}, "no instance held for binding"
+    # The next pod takes the slot's actor over (the checker traps if a call of b reached
+    # an instance that did not run b's prefilter, so this also proves b's calls stay there).
+    scheduling_cycle(plugin, b)
+    assert instance_of(plugin, b) == served_a and instance_of(plugin, a) is None
+    plugin.post_bind(None, a, NODES[0])  # a holds nothing any more: b keeps its instance
+    assert instance_of(plugin, b) == served_a
+    assert plugin.permit(None, b, NODES[0]).status.ok
+    plugin.post_bind(None, b, NODES[0])  # nobody took b's slot over: its actor is idle again
+    counts = plugin.counts()
+    assert (counts.started, counts.idle, counts.scheduling, counts.binding) == (1, 1, 0, 0) and counts.balanced
+
+
+def test_an_unreserved_pod_of_a_guest_without_binding_exports_frees_the_slot(scorer_plugin) -> None:
+    plugin = scorer_plugin
+    a, b = make_pod("a"), make_pod("b")
+    scheduling_cycle(plugin, a)
+    assert plugin.permit(None, a, NODES[0]).status.ok
+    plugin.unreserve(None, a, NODES[0])
+    assert instance_of(plugin, a) is None
+    scheduling_cycle(plugin, b)  # from the pool: the same, most recently used, instance
+    counts = plugin.counts()
+    assert (counts.started, counts.scheduling, counts.idle) == (1, 1, 0) and counts.balanced
+
+
+def test_passing_the_slot_on_costs_the_supervisor_no_message_until_the_next_one(scorer_plugin) -> None:
+    plugin = scorer_plugin
+    pods = [make_pod(f"p{i}") for i in range(5)]
+    scheduling_cycle(plugin, pods[0])
+    before = plugin.supervisor.ask(GetCounts())  # a message of its own: nothing held back yet
+    for previous, pod in zip(pods, pods[1:], strict=False):
+        assert plugin.permit(None, previous, NODES[0]).status.ok
+        scheduling_cycle(plugin, pod)
+    # The supervisor has not been told yet: its slot still shows the first pod...
+    assert plugin.supervisor.ask(Route(*pod_key(pods[-1]))) == Lost(
+        f"wasm plugin scorer: no instance is assigned to pod {pod_key(pods[-1])[1]} "
+        "(its cycle ended or never began)")
+    # ...and the facade's next question brings every transition, in order.
+    assert instance_of(plugin, pods[-1]) == instance_of(plugin, pods[-1]) is not None
+    assert plugin.counts() == before
+
+
+def test_a_slot_actor_whose_instance_trapped_is_never_passed_on(checker_plugin) -> None:
+    plugin = checker_plugin()
+    for i in range(8):  # the next PreFilter follows the trap at once, before the supervisor stops the actor
+        a, b = make_pod(f"a{i}"), make_pod(f"b{i}")
+        assert plugin.pre_filter(None, a).status.ok
+        served_a = instance_of(plugin, a)
+        assert plugin.filter_nodes(None, a, ["x-trap"])["x-trap"].code == Code.ERROR
+        assert plugin.pre_filter(None, b).status.ok, "b started on the broken instance"
+        assert instance_of(plugin, b) not in (None, served_a)
+    counts = plugin.counts()
+    assert counts.discarded == 8 and counts.balanced

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from actors.abi import Code
-from actors.supervisor import Assigned, Route
-from adapters.wasm_plugin import WasmPlugin, pod_key
+from actors.supervisor import Assigned
+from adapters.wasm_plugin import WasmPlugin
 from registry.compiler import GuestCompiler
 from registry.config import PluginConfig
 from tests.conftest import GUESTS
@@ -31,10 +31,19 @@ def pod(name: str) -> dict:
     return {"metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"}}
 
 
+#: The checker without an export of the binding cycle (a scoring plugin's shape).
+SCORER = COMPILER.compile("scorer", "scorer.wat", "\n".join(
+    line for line in (GUESTS / "checker.wat").read_text().splitlines()
+    if not any(f'(export "{point}")' in line for point in ("prebind", "bind", "postbind", "unreserve"))
+).encode())
+
+
 class AssignmentMachine(RuleBasedStateMachine):
+    GUEST = CHECKER
+
     def __init__(self) -> None:
         super().__init__()
-        self.plugin = WasmPlugin(CHECKER, PluginConfig("checker", "checker.wat"))
+        self.plugin = WasmPlugin(self.GUEST, PluginConfig(self.GUEST.name, self.GUEST.url))
         self.slot: str | None = None  # pod in the scheduling slot
         self.slot_lost = False  # its instance trapped
         self.slot_instance: str | None = None
@@ -45,8 +54,7 @@ class AssignmentMachine(RuleBasedStateMachine):
         self.plugin.stop()
 
     def instance(self, name: str) -> str | None:
-        uid, key = pod_key(pod(name))
-        answer = self.plugin.supervisor.ask(Route(uid, key))
+        answer = self.plugin.assignment(pod(name))
         return answer.instance_id if isinstance(answer, Assigned) else None
 
     # --- scheduling cycle --------------------------------------------------------------
@@ -145,3 +153,63 @@ AssignmentMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestAssignments = AssignmentMachine.TestCase
+
+
+class BindingFreeMachine(AssignmentMachine):
+    """The same events against a guest that exports nothing after Permit. No call of a
+    pod can reach an instance after its Permit, so the pod keeps the scheduling slot (it
+    never moves to binding); the next PreFilter takes that actor over (the facade passes
+    it on without asking the supervisor), and the end of the pod's binding cycle releases
+    it only if no pod took it over meanwhile."""
+
+    GUEST = SCORER
+
+    def scheduling(self) -> bool:
+        return self.slot is not None and self.slot not in self.binding
+
+    @precondition(lambda self: self.scheduling())
+    @rule(trap=st.booleans())
+    def filter(self, trap: bool) -> None:
+        super().filter(trap)
+
+    @precondition(lambda self: self.scheduling())
+    @rule()
+    def permit(self) -> None:
+        assert self.slot is not None
+        assert not self.plugin.implements("pre_bind") and not self.plugin.implements("bind")
+        result = self.plugin.permit(None, pod(self.slot), NODES[0])
+        assert result.status.ok == (not self.slot_lost)
+        self.binding[self.slot] = None  # its binding cycle runs, on no instance of its own
+
+    @precondition(lambda self: self.scheduling())
+    @rule()
+    def unreserve_in_scheduling(self) -> None:
+        super().unreserve_in_scheduling()
+
+    def pre_bind(self, data: st.DataObject) -> None:  # not a rule: the framework never calls it
+        raise AssertionError("a guest without prebind gets no PreBind")
+
+    @precondition(lambda self: bool(self.binding))
+    @rule(data=st.data(), success=st.booleans())
+    def end_binding(self, data: st.DataObject, success: bool) -> None:
+        name = data.draw(st.sampled_from(sorted(self.binding)))
+        if success:
+            self.plugin.post_bind(None, pod(name), NODES[0])
+        else:
+            self.plugin.unreserve(None, pod(name), NODES[0])
+        del self.binding[name]
+        if self.slot == name:  # nobody took the slot over: its actor goes back to the pool
+            self.slot, self.slot_instance, self.slot_lost = None, None, False
+
+    @invariant()
+    def every_actor_is_in_exactly_one_place(self) -> None:
+        placement = self.plugin.placement()
+        assert all(place in ("idle", "slot") for place in placement.values()), placement
+        assert list(placement.values()).count("slot") == (1 if self.slot_instance else 0)
+        for name in self.binding:
+            expected = self.slot_instance if name == self.slot else None
+            assert self.instance(name) == expected, (name, self.slot)
+
+
+BindingFreeMachine.TestCase.settings = AssignmentMachine.TestCase.settings
+TestBindingFreeAssignments = BindingFreeMachine.TestCase

@@ -168,15 +168,16 @@ def memory_per_instance(compiler: GuestCompiler, guest_path: Path, instances: in
     guest = compiler.load(config)
     plugin = WasmPlugin(guest, config)
     try:
-        # Hold `instances` pods in binding so the pool must start that many instances.
+        # Hold `instances` pods in binding (as the extender does after prioritize, whatever
+        # the guest exports) so the pool must start that many instances.
         pods = [{"metadata": {"name": f"m{i}", "namespace": "bench", "uid": f"m{i}"}} for i in range(instances)]
         plugin.pre_filter(None, pods[0])
-        plugin.permit(None, pods[0], "n")
+        plugin.hold_for_binding(pods[0])
         gc.collect()
         before = _rss_bytes()
         for pod in pods[1:]:
             plugin.pre_filter(None, pod)
-            plugin.permit(None, pod, "n")
+            plugin.hold_for_binding(pod)
         for pod in pods:
             plugin.post_bind(None, pod, "n")
         counts = plugin.counts()
