@@ -121,6 +121,10 @@ class AssignmentMachine(RuleBasedStateMachine):
         else:
             self.plugin.unreserve(None, pod(name), NODES[0])
         del self.binding[name]
+        self.binding_ended(name)
+
+    def binding_ended(self, name: str) -> None:
+        """What the model does when `name`'s binding cycle ends, beyond forgetting it."""
 
     @rule(name=st.sampled_from(POD_NAMES))
     def stray_call_for_a_pod_without_cycle(self, name: str) -> None:
@@ -189,15 +193,7 @@ class BindingFreeMachine(AssignmentMachine):
     def pre_bind(self, data: st.DataObject) -> None:  # not a rule: the framework never calls it
         raise AssertionError("a guest without prebind gets no PreBind")
 
-    @precondition(lambda self: bool(self.binding))
-    @rule(data=st.data(), success=st.booleans())
-    def end_binding(self, data: st.DataObject, success: bool) -> None:
-        name = data.draw(st.sampled_from(sorted(self.binding)))
-        if success:
-            self.plugin.post_bind(None, pod(name), NODES[0])
-        else:
-            self.plugin.unreserve(None, pod(name), NODES[0])
-        del self.binding[name]
+    def binding_ended(self, name: str) -> None:
         if self.slot == name:  # nobody took the slot over: its actor goes back to the pool
             self.slot, self.slot_instance, self.slot_lost = None, None, False
 
