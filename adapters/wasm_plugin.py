@@ -308,6 +308,8 @@ class WasmPlugin:
                 # Died since the health check, before the pod's first call ran: the pod has
                 # no state there yet, so its cycle starts again on the supervisor's choice.
                 self._broken(passed.instance_id, "its actor died")
+            except Exception as exc:  # as in `_run`: our own bug, the instance is suspect
+                return passed, self._host_bug(passed, invoke, exc)
         with self._routes_lock:
             # Sent and accounted under the lock (the order the supervisor sees), answered
             # outside it: other threads' transitions need not wait for this round trip.
@@ -403,15 +405,24 @@ class WasmPlugin:
         return future.get()
 
     def _release(self, uid: str, name: str, why: str) -> None:
+        """Release, mirrored as the supervisor applies it: the pod's binding assignment if
+        it has one (a pod scheduled again while its last binding cycle runs keeps the new
+        cycle's slot), else the slot if the pod holds it, else nothing, and then the
+        supervisor is not even woken."""
         with self._routes_lock:
-            if uid == self._slot_uid or uid in self._binding_uids:
-                self.supervisor.tell(self._with_deferred(Release(uid, name, why)))
+            if uid in self._binding_uids:
                 self._binding_uids.discard(uid)
-            # else the pod holds nothing (its slot went to the next pod): the supervisor
-            # would find nothing to release, and is not woken for it.
+                frees_slot = False
+            elif uid == self._slot_uid:
+                frees_slot = True
+            else:  # the pod holds nothing (its slot went to the next pod)
+                self._routes.pop(uid, None)
+                self._early_scores.pop(uid, None)
+                return
+            self.supervisor.tell(self._with_deferred(Release(uid, name, why)))
             self._routes.pop(uid, None)
             self._early_scores.pop(uid, None)
-            if self._slot_uid == uid:
+            if frees_slot:
                 self._slot_uid = None
 
     def _broken(self, instance_id: str, reason: str) -> None:
@@ -449,10 +460,14 @@ class WasmPlugin:
             return self._error(f"wasm plugin {self.name}: instance {answer.instance_id} serving pod {name} "
                                "was discarded; its cycle state is gone")
         except Exception as exc:  # the actor answered with our own bug: the instance is suspect
-            self.log.error("instance.host_bug", instance=answer.instance_id, pod=name, extension_point=point,
-                           exc_info=exc)
-            self._broken(answer.instance_id, f"host error: {exc!r}")
-            return self._error(f"wasm plugin {self.name}: internal error in {point}: {exc!r}")
+            return self._host_bug(answer, invoke, exc)
+
+    def _host_bug(self, answer: Assigned, invoke: Invoke, exc: Exception) -> Status:
+        """A call that raised our own bug: logged loudly, the instance discarded, an Error."""
+        self.log.error("instance.host_bug", instance=answer.instance_id, pod=invoke.pod,
+                       extension_point=invoke.point, exc_info=exc)
+        self._broken(answer.instance_id, f"host error: {exc!r}")
+        return self._error(f"wasm plugin {self.name}: internal error in {invoke.point}: {exc!r}")
 
     def _exports(self, export: str) -> bool:
         return export in self.guest.exports

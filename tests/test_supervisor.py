@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pykka
 import pytest
@@ -374,3 +375,44 @@ def test_a_slot_actor_whose_instance_trapped_is_never_passed_on(checker_plugin) 
         assert instance_of(plugin, b) not in (None, served_a)
     counts = plugin.counts()
     assert counts.discarded == 8 and counts.balanced
+
+
+def test_a_pod_scheduled_again_while_its_last_binding_cycle_runs_leaks_nothing(probe) -> None:
+    # The extender can do this: kube-scheduler's bind call times out while the guest's bind
+    # still runs, and the pod comes back to filter. The binding cycle that ends first
+    # releases its own actor; the new cycle's is released when its own binding cycle ends.
+    plugin = WasmPlugin(probe, PluginConfig("probe", probe.url))
+    try:
+        p = make_pod("p")
+        assert plugin.pre_filter(None, p).status.ok
+        assert plugin.permit(None, p, NODES[0]).status.ok  # the first cycle's instance goes to binding
+        assert plugin.pre_filter(None, p).status.ok  # scheduled again meanwhile
+        plugin.post_bind(None, p, NODES[0])  # the first binding cycle ends
+        assert plugin.counts().binding == 0
+        assert plugin.permit(None, p, NODES[0]).status.ok
+        plugin.post_bind(None, p, NODES[0])
+        counts = plugin.counts()
+        assert (counts.scheduling, counts.binding, counts.idle) == (0, 0, counts.started) and counts.balanced
+    finally:
+        plugin.stop()
+
+
+def test_our_own_bug_in_a_call_to_a_passed_on_actor_is_an_error_and_discards_it(scorer_plugin, monkeypatch) -> None:
+    plugin = scorer_plugin
+    a, b, c = make_pod("a"), make_pod("b"), make_pod("c")
+    scheduling_cycle(plugin, a)
+    served_a = instance_of(plugin, a)
+    invoke = GuestActor._invoke
+
+    def buggy(self: GuestActor, message: Any, point: str = "") -> Any:
+        if message.pod == "default/b":
+            raise RuntimeError("a bug of the host")
+        return invoke(self, message, point)
+
+    monkeypatch.setattr(GuestActor, "_invoke", buggy)
+    result = plugin.pre_filter(None, b)  # a's actor, passed on to b by the facade, raises
+    assert result.status.code == Code.ERROR and "internal error in prefilter" in result.status.reason
+    scheduling_cycle(plugin, c)  # the suspect instance is gone: c starts on another
+    assert instance_of(plugin, c) not in (None, served_a)
+    counts = plugin.counts()
+    assert counts.discarded == 1 and counts.balanced
