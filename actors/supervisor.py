@@ -16,8 +16,10 @@ This is the one place where the lifecycle of a pod's instance lives:
 | `ToBinding(P)` (after Permit, for a| P's actor moves from the slot to the binding map (a guest|
 |  guest with binding-cycle exports) | without prebind, bind, postbind and unreserve keeps the  |
 |                                    | slot: no call of P can reach its instance any more)      |
-| `Release(P)` (end of binding cycle,| P's actor, wherever it is, returns to the idle pool      |
-|  Unreserve, any failure)           |                                                          |
+| `Release(P)` (end of binding cycle,| P's actor returns to the idle pool: the one in the       |
+|  Unreserve, any failure)           | binding map if P has one, else the slot's if it holds P; |
+|                                    | a pod holding neither is not even sent (the facade       |
+|                                    | mirrors this rule)                                       |
 | `InstanceBroken(id)` (from a guest | the actor is stopped; the pod it served keeps a          |
 |  actor whose instance trapped)     | tombstone so its later calls get Error, never a fresh    |
 |                                    | instance without its state; the pool is topped up        |
