@@ -18,6 +18,13 @@ from registry.config import PluginConfig
 GUESTS = Path(__file__).parent / "guests"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
+#: The checker guest without prebind, bind, postbind and unreserve (a scoring plugin's
+#: shape): nothing can call its instance for a pod after the pod's Permit.
+SCORER_WAT = "\n".join(
+    line for line in (GUESTS / "checker.wat").read_text().splitlines()
+    if not any(f'(export "{point}")' in line for point in ("prebind", "bind", "postbind", "unreserve"))
+)
+
 
 @pytest.fixture(scope="session")
 def compiler() -> GuestCompiler:

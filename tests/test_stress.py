@@ -16,11 +16,13 @@ import time
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
+import pytest
+
 from actors.abi import Code
 from adapters.wasm_plugin import WasmPlugin
 from registry.compiler import GuestCompiler
 from registry.config import PluginConfig
-from tests.conftest import GUESTS
+from tests.conftest import GUESTS, SCORER_WAT
 
 PODS = int(os.environ.get("STRESS_PODS", "2000"))
 DEADLINE_S = 120
@@ -35,10 +37,15 @@ def pod(i: int) -> dict:
     return {"metadata": {"name": f"pod-{i}", "namespace": "stress", "uid": f"uid-{i}"}}
 
 
-def test_thousands_of_pods_with_random_fates(compiler: GuestCompiler) -> None:
+@pytest.mark.parametrize("guest", ["checker", "scorer"])
+def test_thousands_of_pods_with_random_fates(compiler: GuestCompiler, guest: str) -> None:
+    """`checker` exports every point; `scorer` nothing of the binding cycle, so its pods
+    keep the scheduling slot through Permit and the next PreFilter takes it over while
+    binding threads end the earlier pods' cycles."""
     rng = random.Random(20261202)
-    plugin = WasmPlugin(compiler.compile("checker", "checker.wat", (GUESTS / "checker.wat").read_bytes()),
-                        PluginConfig("checker", "checker.wat"))
+    wat = (GUESTS / "checker.wat").read_text() if guest == "checker" else SCORER_WAT
+    plugin = WasmPlugin(compiler.compile(guest, f"{guest}.wat", wat.encode()), PluginConfig(guest, f"{guest}.wat"))
+    binding_exports = plugin.implements("pre_bind")
     outcomes: dict[int, str] = {}
     failures: list[str] = []
     started = time.monotonic()
@@ -54,12 +61,14 @@ def test_thousands_of_pods_with_random_fates(compiler: GuestCompiler) -> None:
             plugin.unreserve(None, p, NODES[0])
             outcomes[i] = "unschedulable (permit timeout)"
             return
-        expect(plugin.pre_bind(None, p, NODES[0]).ok, f"pod {i} prebind")
+        if binding_exports:  # the framework calls only the points a plugin implements
+            expect(plugin.pre_bind(None, p, NODES[0]).ok, f"pod {i} prebind")
         if fate == "bind_fails":  # another binder failed: Unreserve on the pod's own instance
             plugin.unreserve(None, p, NODES[0])
             outcomes[i] = "error (bind failed)"
             return
-        expect(plugin.bind(None, p, NODES[0]).code == Code.SKIP, f"pod {i} bind")
+        if binding_exports:
+            expect(plugin.bind(None, p, NODES[0]).code == Code.SKIP, f"pod {i} bind")
         plugin.post_bind(None, p, NODES[0])
         outcomes[i] = "bound"
 
@@ -117,4 +126,6 @@ def test_thousands_of_pods_with_random_fates(compiler: GuestCompiler) -> None:
     assert counts.binding == 0 and counts.lent == 0
     assert counts.balanced, counts
     assert sorted(placement.values()).count("idle") == len(placement) - counts.scheduling
-    assert counts.started <= 8 + 2 + traps, f"the pool grew beyond what concurrency needs: {counts}"
+    # Binding cycles in flight each hold an instance only if the guest can be called in them.
+    in_binding = 8 if binding_exports else 0
+    assert counts.started <= in_binding + 2 + traps, f"the pool grew beyond what concurrency needs: {counts}"

@@ -22,7 +22,7 @@ from actors.supervisor import Assigned, GetCounts, Lost, Route
 from adapters.wasm_plugin import WasmPlugin, pod_key
 from registry.compiler import GuestCompiler
 from registry.config import PluginConfig, PoolConfig
-from tests.conftest import GUESTS, wat_guest
+from tests.conftest import GUESTS, SCORER_WAT, wat_guest
 
 NODES = ["node-1", "node-2", "node-3"]
 
@@ -299,14 +299,6 @@ def test_surplus_idle_instances_stop_on_their_own_after_idle_time(checker_plugin
 
 
 # --- a guest with no export of the binding cycle -----------------------------------------
-
-#: The checker without prebind, bind, postbind and unreserve: nothing reaches an instance
-#: after a pod's Permit.
-SCORER_WAT = "\n".join(
-    line for line in (GUESTS / "checker.wat").read_text().splitlines()
-    if not any(f'(export "{point}")' in line for point in ("prebind", "bind", "postbind", "unreserve"))
-)
-
 
 @pytest.fixture
 def scorer_plugin(compiler: GuestCompiler) -> Iterator[WasmPlugin]:

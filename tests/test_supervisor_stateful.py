@@ -19,7 +19,7 @@ from actors.supervisor import Assigned
 from adapters.wasm_plugin import WasmPlugin
 from registry.compiler import GuestCompiler
 from registry.config import PluginConfig
-from tests.conftest import GUESTS
+from tests.conftest import GUESTS, SCORER_WAT
 
 NODES = ["node-1", "node-2"]
 POD_NAMES = [f"pod-{i}" for i in range(6)]
@@ -32,10 +32,7 @@ def pod(name: str) -> dict:
 
 
 #: The checker without an export of the binding cycle (a scoring plugin's shape).
-SCORER = COMPILER.compile("scorer", "scorer.wat", "\n".join(
-    line for line in (GUESTS / "checker.wat").read_text().splitlines()
-    if not any(f'(export "{point}")' in line for point in ("prebind", "bind", "postbind", "unreserve"))
-).encode())
+SCORER = COMPILER.compile("scorer", "scorer.wat", SCORER_WAT.encode())
 
 
 class AssignmentMachine(RuleBasedStateMachine):
