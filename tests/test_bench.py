@@ -42,7 +42,9 @@ def test_tiny_bench_reports_every_figure_as_one_json_document(capsys: pytest.Cap
     assert set(doc) >= TOP_KEYS
     assert set(doc["throughput"]) == set(VARIANTS)
     assert all(positive(doc["throughput"][v]) for v in VARIANTS)
-    assert set(doc["ratios"]) == {"wasm/native", "wasm/extender", "wasm/extender-names", "added_cost_wasm/native"}
+    assert set(doc["ratios"]) == {"wasm/native", "wasm/extender", "wasm/extender-names", "added_cost_wasm/native",
+                                  "baseline/extender"}
+    assert doc["targets"]["throughput wasm/extender"]["ceiling"] == doc["ratios"]["baseline/extender"]
     assert all(positive(v) for v in doc["ratios"].values())
     for variant in VARIANTS[1:]:  # the scheduling thread's CPU inside a call never exceeds the call's time
         assert 0 < doc["plugin_cpu_us_per_pod"][variant] <= doc["plugin_us_per_pod"][variant] * 1.01 + 1, variant
