@@ -11,8 +11,10 @@ This is the one place where the lifecycle of a pod's instance lives:
 |  facade decided)                   | the call starts: the slot's healthy actor X went to P    |
 |                                    | (the facade logged it); recorded here, in the order the  |
 |                                    | facade sent it, with its next message                    |
-| `Route(P)` (any other call of P)   | P's actor: the slot if it holds P, else the binding map; |
-|                                    | none (its instance trapped, its cycle ended): `Lost`     |
+| `Route(P)` (any other call of P)   | P's actor: the slot if it holds P, else the binding map  |
+|                                    | (a binding-cycle call: the binding map first, else the   |
+|                                    | slot); none (its instance trapped, its cycle ended):     |
+|                                    | `Lost`                                                   |
 | `ToBinding(P)` (after Permit, for a| P's actor moves from the slot to the binding map (a guest|
 |  guest with binding-cycle exports) | without prebind, bind, postbind and unreserve keeps the  |
 |                                    | slot: no call of P can reach its instance any more)      |
@@ -85,10 +87,13 @@ class SlotPassed:
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """Which actor serves `pod_uid` now?"""
+    """Which actor serves `pod_uid` now? The slot's if it holds the pod, else the binding
+    map's; `binding_first` (a call of the binding cycle) looks in the binding map first,
+    for a pod scheduled again while its last binding cycle still runs."""
 
     pod_uid: str
     pod: str = ""
+    binding_first: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,7 +348,9 @@ class SupervisorActor(MailboxActor):
         self._slot, self._slot_pod = (msg.pod_uid, msg.instance_id), msg.pod
 
     def _route(self, msg: Route) -> Assigned | Lost:
-        if self._slot is not None and self._slot[0] == msg.pod_uid:
+        if msg.binding_first and msg.pod_uid in self._binding:
+            instance_id = self._binding[msg.pod_uid]
+        elif self._slot is not None and self._slot[0] == msg.pod_uid:
             instance_id = self._slot[1]
         elif msg.pod_uid in self._binding:
             instance_id = self._binding[msg.pod_uid]

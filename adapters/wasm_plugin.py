@@ -181,6 +181,8 @@ class WasmPlugin:
         self._events: tuple[ClusterEvent, ...] | None = None
         #: pod uid -> the actor BeginCycle assigned it, while the facade knows it holds.
         self._routes: dict[str, Assigned] = {}
+        #: pod uid -> the actor the pod took to the binding map (the memo of its binding cycle).
+        self._binding_routes: dict[str, Assigned] = {}
         #: The pod whose cycle holds the supervisor's scheduling slot, as the facade sent it.
         self._slot_uid: str | None = None
         self._slot_pod = ""
@@ -243,10 +245,11 @@ class WasmPlugin:
         placement: dict[str, str] = self._ask_supervisor(GetPlacement())
         return placement
 
-    def assignment(self, pod: KubeObject) -> Assigned | Lost:
+    def assignment(self, pod: KubeObject, binding: bool = False) -> Assigned | Lost:
         """The supervisor's word on which actor serves `pod` now (after every transition
-        the facade has made, including those it holds back)."""
-        answer: Assigned | Lost = self._ask_supervisor(Route(*pod_key(pod)))
+        the facade has made, including those it holds back); `binding`: for a call of the
+        pod's binding cycle."""
+        answer: Assigned | Lost = self._ask_supervisor(Route(*pod_key(pod), binding_first=binding))
         return answer
 
     def reap(self) -> int:
@@ -257,6 +260,7 @@ class WasmPlugin:
         """Stop the supervisor and every guest actor of this plugin, and wait for them."""
         with self._routes_lock:
             self._routes.clear()
+            self._binding_routes.clear()
             self._slot_uid = None
             self._binding_uids.clear()
         try:
@@ -383,6 +387,9 @@ class WasmPlugin:
         with self._routes_lock:
             if self._slot_uid == uid:
                 self._binding_uids.add(uid)
+                route = self._routes.pop(uid, None)
+                if route is not None:
+                    self._binding_routes[uid] = route
             # Held back until the facade's next message to the supervisor (BeginCycle of the
             # next pod, this pod's Release, ...), which carries it first: one wake of the
             # supervisor less per pod. Meanwhile the supervisor routes the pod to the same
@@ -412,31 +419,41 @@ class WasmPlugin:
         with self._routes_lock:
             if uid in self._binding_uids:
                 self._binding_uids.discard(uid)
-                frees_slot = False
+                self._binding_routes.pop(uid, None)
             elif uid == self._slot_uid:
-                frees_slot = True
-            else:  # the pod holds nothing (its slot went to the next pod)
                 self._routes.pop(uid, None)
                 self._early_scores.pop(uid, None)
+                self._slot_uid = None
+            else:  # the pod holds nothing (its slot went to the next pod)
                 return
             self.supervisor.tell(self._with_deferred(Release(uid, name, why)))
-            self._routes.pop(uid, None)
-            self._early_scores.pop(uid, None)
-            if frees_slot:
-                self._slot_uid = None
 
     def _broken(self, instance_id: str, reason: str) -> None:
         """Tell the supervisor to discard an instance; forget every route to it."""
         with self._routes_lock:
             self.supervisor.tell(self._with_deferred(InstanceBroken(instance_id, reason)))
-            for uid in [u for u, a in self._routes.items() if a.instance_id == instance_id]:
-                del self._routes[uid]
+            for routes in (self._routes, self._binding_routes):
+                for uid in [u for u, a in routes.items() if a.instance_id == instance_id]:
+                    del routes[uid]
 
-    def _route(self, uid: str, name: str) -> Assigned | Lost:
-        answer = self._routes.get(uid)  # a plain dict read: atomic
+    def _route(self, uid: str, name: str, phase: str) -> Assigned | Lost:
+        """The pod's actor: remembered, else the supervisor's. The memo is chosen by the
+        supervisor's own rule (Route): a binding-cycle call is served by the pod's binding
+        assignment if it has one, any other call by the slot if the pod holds it. A pod
+        scheduled again while its last binding cycle runs (the extender after a bind
+        timeout) has one of each. A memo that is gone (its instance was discarded) sends
+        the question to the supervisor, never to the pod's other assignment. Plain reads
+        of dicts and a set: atomic."""
+        binding = phase == "binding"
+        if binding:
+            in_binding = uid in self._binding_uids
+            answer = self._binding_routes.get(uid) if in_binding else self._routes.get(uid)
+        else:
+            in_slot = uid == self._slot_uid
+            answer = self._routes.get(uid) if in_slot else self._binding_routes.get(uid)
         if answer is not None:
             return answer
-        routed: Assigned | Lost = self._ask_supervisor(Route(uid, name))
+        routed: Assigned | Lost = self._ask_supervisor(Route(uid, name, binding))
         return routed
 
     def _run(self, route: Any, point: str, args: tuple[Any, ...], pod: KubeObject, phase: str) -> Any:
@@ -449,7 +466,7 @@ class WasmPlugin:
             # the actor answers here, with the route.
             answer, result = self._begin(uid, name, invoke, pod)
             return self._error(answer.reason) if isinstance(answer, Lost) else result
-        answer = self._route(uid, name)
+        answer = self._route(uid, name, phase)
         if isinstance(answer, Lost):
             return self._error(answer.reason)
         try:

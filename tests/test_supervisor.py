@@ -408,3 +408,24 @@ def test_our_own_bug_in_a_call_to_a_passed_on_actor_is_an_error_and_discards_it(
     assert instance_of(plugin, c) not in (None, served_a)
     counts = plugin.counts()
     assert counts.discarded == 1 and counts.balanced
+
+
+def test_a_pod_scheduled_again_while_binding_keeps_each_cycle_on_its_own_instance(checker_plugin) -> None:
+    # The first binding cycle's calls reach the instance it took to binding, the new
+    # scheduling cycle's calls the slot's: the checker's postbind ends the cycle it runs
+    # on, so a postbind on the new cycle's instance would make its next filter trap.
+    plugin = checker_plugin()
+    p = make_pod("p")
+    scheduling_cycle(plugin, p)
+    assert plugin.permit(None, p, NODES[0]).status.ok
+    first = instance_of(plugin, p)
+    assert plugin.pre_filter(None, p).status.ok  # scheduled again (the extender after a bind timeout)
+    second = instance_of(plugin, p)
+    assert second not in (None, first)
+    binding_cycle(plugin, p)  # the first cycle's prebind, bind and postbind
+    assert all(s.ok for s in plugin.filter_nodes(None, p, NODES).values()), "a binding call reached the new cycle"
+    assert instance_of(plugin, p) == second
+    assert plugin.permit(None, p, NODES[0]).status.ok
+    binding_cycle(plugin, p)
+    counts = plugin.counts()
+    assert (counts.binding, counts.scheduling, counts.discarded) == (0, 0, 0) and counts.balanced

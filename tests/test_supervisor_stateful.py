@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from actors.abi import Code
 from actors.supervisor import Assigned
-from adapters.wasm_plugin import WasmPlugin
+from adapters.wasm_plugin import WasmPlugin, pod_key
 from registry.compiler import GuestCompiler
 from registry.config import PluginConfig
 from tests.conftest import GUESTS, SCORER_WAT
@@ -50,16 +50,31 @@ class AssignmentMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.plugin.stop()
 
-    def instance(self, name: str) -> str | None:
-        answer = self.plugin.assignment(pod(name))
+    def instance(self, name: str, binding: bool = False) -> str | None:
+        answer = self.plugin.assignment(pod(name), binding)
         return answer.instance_id if isinstance(answer, Assigned) else None
+
+    def scheduling(self) -> bool:
+        """A pod is in its scheduling cycle, and not also in a binding cycle of its own."""
+        return self.slot is not None and self.slot not in self.binding
 
     # --- scheduling cycle --------------------------------------------------------------
 
     @rule(name=st.sampled_from(POD_NAMES))
     def pre_filter(self, name: str) -> None:
         if name in self.binding:
-            return  # a pod in its binding cycle is not scheduled again
+            return  # a pod in its binding cycle is not scheduled again (but see below)
+        self.begin_cycle(name)
+
+    @precondition(lambda self: any(name != self.slot for name in self.binding))
+    @rule(data=st.data())
+    def pre_filter_while_binding(self, data: st.DataObject) -> None:
+        """The extender can schedule a pod again while its last binding cycle runs (after
+        kube-scheduler's bind call timed out): the new cycle gets the slot, the old one
+        keeps its instance in the binding map, and each cycle's calls reach its own."""
+        self.begin_cycle(data.draw(st.sampled_from(sorted(n for n in self.binding if n != self.slot))))
+
+    def begin_cycle(self, name: str) -> None:
         previous = self.slot_instance if not self.slot_lost else None
         result = self.plugin.pre_filter(None, pod(name))
         assert result.status.ok, result
@@ -84,7 +99,7 @@ class AssignmentMachine(RuleBasedStateMachine):
         else:
             assert all(s.ok for s in statuses.values()), statuses
 
-    @precondition(lambda self: self.slot is not None)
+    @precondition(lambda self: self.scheduling())
     @rule()
     def permit(self) -> None:
         assert self.slot is not None
@@ -93,7 +108,7 @@ class AssignmentMachine(RuleBasedStateMachine):
         self.binding[self.slot] = self.slot_instance
         self.slot, self.slot_instance, self.slot_lost = None, None, False
 
-    @precondition(lambda self: self.slot is not None)
+    @precondition(lambda self: self.scheduling())
     @rule()
     def unreserve_in_scheduling(self) -> None:
         assert self.slot is not None
@@ -140,7 +155,14 @@ class AssignmentMachine(RuleBasedStateMachine):
         assert list(placement.values()).count("slot") == (1 if self.slot_instance else 0)
         for name, instance in self.binding.items():
             if instance is not None:
-                assert placement[instance] == "binding" and self.instance(name) == instance
+                assert placement[instance] == "binding" and self.instance(name, binding=True) == instance
+
+    @invariant()
+    def the_facade_mirrors_the_supervisor(self) -> None:
+        """White box: the facade's own view of the slot and the binding map, on which it
+        decides to pass the slot on or to skip a Release, is the model's."""
+        assert self.plugin._slot_uid == (pod_key(pod(self.slot))[0] if self.slot is not None else None)
+        assert self.plugin._binding_uids == {pod_key(pod(name))[0] for name in self.binding}
 
     @invariant()
     def counts_balance_and_no_unexpected_trap(self) -> None:
@@ -165,8 +187,9 @@ class BindingFreeMachine(AssignmentMachine):
 
     GUEST = SCORER
 
-    def scheduling(self) -> bool:
-        return self.slot is not None and self.slot not in self.binding
+    def pre_filter_while_binding(self, data: st.DataObject) -> None:  # not a rule here
+        raise AssertionError("only the extender schedules a pod again while it binds, and it holds the "
+                             "pod's instance in the binding map whatever the guest exports")
 
     @precondition(lambda self: self.scheduling())
     @rule(trap=st.booleans())
@@ -193,6 +216,11 @@ class BindingFreeMachine(AssignmentMachine):
     def binding_ended(self, name: str) -> None:
         if self.slot == name:  # nobody took the slot over: its actor goes back to the pool
             self.slot, self.slot_instance, self.slot_lost = None, None, False
+
+    @invariant()
+    def the_facade_mirrors_the_supervisor(self) -> None:
+        assert self.plugin._slot_uid == (pod_key(pod(self.slot))[0] if self.slot is not None else None)
+        assert self.plugin._binding_uids == set(), "nothing of this guest goes to the binding map"
 
     @invariant()
     def every_actor_is_in_exactly_one_place(self) -> None:
