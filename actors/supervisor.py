@@ -17,7 +17,8 @@ This is the one place where the lifecycle of a pod's instance lives:
 |                                    | `Lost`                                                   |
 | `ToBinding(P)` (after Permit, for a| P's actor moves from the slot to the binding map (a guest|
 |  guest with binding-cycle exports) | without prebind, bind, postbind and unreserve keeps the  |
-|                                    | slot: no call of P can reach its instance any more)      |
+|                                    | slot: no call of P can reach its instance any more); an  |
+|                                    | older binding assignment of P returns to the pool        |
 | `Release(P)` (end of binding cycle,| P's actor returns to the idle pool: the one in the       |
 |  Unreserve, any failure)           | binding map if P has one, else the slot's if it holds P; |
 |                                    | a pod holding neither is not even sent (the facade       |
@@ -374,6 +375,15 @@ class SupervisorActor(MailboxActor):
             return msg.pod_uid in self._binding
         instance_id = self._slot[1]
         self._slot = None
+        superseded = self._binding.get(msg.pod_uid)
+        if superseded is not None and superseded != _TOMBSTONE and superseded in self._actors:
+            # The pod's last binding cycle still holds an actor: a scheduler that gave up on
+            # it (kube-scheduler after the extender's bind timed out) scheduled the pod again
+            # and moved it to binding anew. A pod has one binding assignment: the old one
+            # returns to the pool (a call of the old cycle still queued there runs first),
+            # and the old cycle's later calls, routed by the pod, reach the new instance.
+            self._idle[superseded] = self.clock()
+            self.log.warning("assignment.superseded", instance=superseded, pod=msg.pod, pod_uid=msg.pod_uid)
         self._binding[msg.pod_uid] = instance_id
         if instance_id != _TOMBSTONE:
             self.log.info(

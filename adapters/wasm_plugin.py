@@ -387,9 +387,13 @@ class WasmPlugin:
         with self._routes_lock:
             if self._slot_uid == uid:
                 self._binding_uids.add(uid)
+                # The slot's assignment becomes the pod's binding one, replacing any older
+                # (as in the supervisor); no memo (its instance was discarded): none.
                 route = self._routes.pop(uid, None)
                 if route is not None:
                     self._binding_routes[uid] = route
+                else:
+                    self._binding_routes.pop(uid, None)
             # Held back until the facade's next message to the supervisor (BeginCycle of the
             # next pod, this pod's Release, ...), which carries it first: one wake of the
             # supervisor less per pod. Meanwhile the supervisor routes the pod to the same

@@ -429,3 +429,22 @@ def test_a_pod_scheduled_again_while_binding_keeps_each_cycle_on_its_own_instanc
     binding_cycle(plugin, p)
     counts = plugin.counts()
     assert (counts.binding, counts.scheduling, counts.discarded) == (0, 0, 0) and counts.balanced
+
+
+def test_a_pod_moved_to_binding_again_before_its_last_binding_cycle_ended_leaks_nothing(probe) -> None:
+    # The extender after a bind timeout: the pod is scheduled and held for binding again
+    # while the first bind still runs. One binding assignment a pod: the older actor
+    # returns to the pool instead of being lost to every count.
+    plugin = WasmPlugin(probe, PluginConfig("probe", probe.url))
+    try:
+        p = make_pod("p")
+        for _ in range(2):
+            assert plugin.pre_filter(None, p).status.ok
+            plugin.hold_for_binding(p)
+        counts = plugin.counts()
+        assert (counts.binding, counts.scheduling) == (1, 0) and counts.balanced, counts
+        plugin.post_bind(None, p, NODES[0])
+        counts = plugin.counts()
+        assert (counts.binding, counts.idle) == (0, counts.started) and counts.balanced, counts
+    finally:
+        plugin.stop()

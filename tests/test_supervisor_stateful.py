@@ -99,9 +99,11 @@ class AssignmentMachine(RuleBasedStateMachine):
         else:
             assert all(s.ok for s in statuses.values()), statuses
 
-    @precondition(lambda self: self.scheduling())
+    @precondition(lambda self: self.slot is not None)
     @rule()
     def permit(self) -> None:
+        """A pod still binding from its last cycle has one binding assignment: the new one
+        (the old actor returns to the pool)."""
         assert self.slot is not None
         result = self.plugin.permit(None, pod(self.slot), NODES[0])
         assert result.status.ok == (not self.slot_lost)
