@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -296,3 +297,57 @@ def test_binding_cycles_are_served_concurrently_while_pods_are_scheduled(extende
     assert len(ext.api.bindings) == len(pods)
     for name, counts in ext.counts().items():
         assert counts.binding == 0 and counts.discarded == 0 and counts.balanced, (name, counts)
+
+
+class _HeldBinder:
+    """Blocks every bind until released (an API server that is slow to answer)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.entered, self.released = inner, threading.Event(), threading.Event()
+
+    def bind(self, namespace: str, name: str, uid: str, node_name: str) -> str:
+        self.entered.set()
+        assert self.released.wait(10), "the test never released the bind"
+        error: str = self.inner.bind(namespace, name, uid, node_name)
+        return error
+
+
+def _bind_held_in_the_binder(ext: Extender, p: dict[str, Any], pool: ThreadPoolExecutor) -> tuple[_HeldBinder, Any]:
+    """`p` scheduled and its bind started, held in the binder: (the binder, the bind's future)."""
+    binder = ext.service.binder = _HeldBinder(ext.service.binder)
+    assert ext.post("filter", args_with_names(p))[0] == 200
+    assert ext.post("prioritize", args_with_names(p))[0] == 200
+    first_bind = pool.submit(ext.post, "bind", binding(p, "node-1"))
+    assert binder.entered.wait(10)
+    return binder, first_bind
+
+
+def test_a_pod_filtered_again_while_its_last_bind_runs_waits_for_that_bind(extender) -> None:
+    # kube-scheduler gave up on the bind (its HTTP call timed out) and schedules the pod
+    # again while the extender's bind still runs: the new cycle starts when the old one
+    # ends, so each cycle's calls reach its own instance (the checker traps otherwise).
+    ext = extender()
+    p = pod("again")
+    with ThreadPoolExecutor(2) as pool:
+        binder, first_bind = _bind_held_in_the_binder(ext, p, pool)
+        refilter = pool.submit(ext.post, "filter", args_with_names(p))
+        time.sleep(0.3)
+        assert not refilter.done(), "the new cycle began while the old bind still ran"
+        binder.released.set()
+        assert first_bind.result() == (200, {"Error": ""})
+        status, result = refilter.result()
+    assert status == 200 and not result.get("Error"), result
+    assert ext.post("prioritize", args_with_names(p))[0] == 200
+    assert ext.post("bind", binding(p, "node-1")) == (200, {"Error": ""})
+    for name, counts in ext.counts().items():
+        assert counts.binding == 0 and counts.discarded == 0 and counts.balanced, (name, counts)
+
+
+def test_a_pod_whose_last_bind_never_ends_is_refused_a_new_cycle(extender) -> None:
+    ext = extender(bind_timeout_s=0.2)
+    with ThreadPoolExecutor(1) as pool:
+        binder, first_bind = _bind_held_in_the_binder(ext, pod("stuck"), pool)
+        status, result = ext.post("filter", args_with_names(pod("stuck")))
+        assert status == 200 and "still running" in result["Error"], result
+        binder.released.set()
+        assert first_bind.result() == (200, {"Error": ""})

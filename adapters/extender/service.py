@@ -21,6 +21,12 @@ comes (another extender or plugin failed it, the scheduler restarted) is reclaim
 after `bind_timeout_s` by a sweeper; a pod filtered again is released first. Without
 `expect_bind`, the instance stays in the slot and the next pod's filter reassigns it,
 as in-process. Either way no assignment outlives its pod's cycle for long.
+
+Two cycles of one pod never overlap: a pod filtered again while its last bind still
+runs (kube-scheduler gave up on that bind when its HTTP call timed out) waits for that
+bind to end, at most `bind_timeout_s`, and is refused with an error after that (the
+scheduler retries it). Assignments are kept by pod, so overlapping cycles could not
+tell their calls apart.
 """
 
 from __future__ import annotations
@@ -130,6 +136,8 @@ class ExtenderService:
         # Adapter bookkeeping shared by the HTTP threads (no guest instance behind it).
         self._lock = threading.Lock()
         self._awaiting: dict[str, _AwaitingBind] = {}
+        #: pod uid -> set when the pod's bind, running now, ends.
+        self._binding: dict[str, threading.Event] = {}
         self._scheduling: str = ""  # uid of the pod whose scheduling cycle runs now
         self._stop = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep, name="extender-bind-sweeper", daemon=True)
@@ -173,6 +181,19 @@ class ExtenderService:
                 subset = result.node_names if subset is None else subset & result.node_names
         return failures, subset
 
+    def _wait_for_last_bind(self, pod: KubeObject) -> str:
+        """A pod filtered again while its last bind still runs (kube-scheduler gave up on
+        that bind, timed out) waits for that bind to end, so two cycles of one pod never
+        overlap and each reaches its own instance. "" to go on, else why not (the bind is
+        still running after `bind_timeout_s`: the scheduler retries the pod later)."""
+        uid, name = pod_key(pod)
+        with self._lock:
+            running = self._binding.get(uid)
+        if running is None or running.wait(self.bind_timeout_s):
+            return ""
+        log.warning("extender.bind_still_running", pod=name, pod_uid=uid, waited_s=self.bind_timeout_s)
+        return f"the last bind of pod {name} is still running after {self.bind_timeout_s:g}s; retry later"
+
     def _release(self, pod: KubeObject, why: str) -> None:
         for wp in self.plugins:
             wp.plugin.release(pod, why)
@@ -186,6 +207,9 @@ class ExtenderService:
         state = self._state(nodes)
         failed: dict[str, str] = {n: "node unknown to the extender's node cache" for n in unknown}
         unresolvable: dict[str, str] = {}
+        busy = self._wait_for_last_bind(args.pod)
+        if busy:
+            return protocol.filter_result([], args.nodes, {}, {}, busy)
         failures, subset = self._begin(args.pod, state)
         for status in failures:
             if status.code == Code.ERROR:
@@ -219,8 +243,11 @@ class ExtenderService:
         uid, _name = pod_key(args.pod)
         with self._lock:
             in_cycle = self._scheduling == uid
-        if not in_cycle:
-            self._begin(args.pod, state)  # no filter verb configured: the cycle starts here
+        if not in_cycle:  # no filter verb configured: the cycle starts here
+            busy = self._wait_for_last_bind(args.pod)
+            if busy:
+                raise ExtenderCallError(busy)
+            self._begin(args.pod, state)
         totals = dict.fromkeys(names, 0)
         weights = 0
         for wp in self.plugins:
@@ -261,10 +288,23 @@ class ExtenderService:
             waiting = self._awaiting.pop(args.pod_uid, None)
             if self._scheduling == args.pod_uid:
                 self._scheduling = ""
+            ended = threading.Event()
+            if waiting is not None:
+                self._binding[args.pod_uid] = ended
         if waiting is None:
             # A pod this extender did not see through prioritize: no instance holds its state.
             error = self.binder.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
             return {"Error": error}
+        try:
+            return self._binding_cycle(waiting, args)
+        finally:
+            with self._lock:
+                if self._binding.get(args.pod_uid) is ended:
+                    del self._binding[args.pod_uid]
+            ended.set()
+
+    def _binding_cycle(self, waiting: _AwaitingBind, args: protocol.BindingArgs) -> dict[str, Any]:
+        """Reserve, Permit, PreBind, Bind, PostBind of a held pod; Unreserve on a failure."""
         pod, node = waiting.pod, args.node
         state = self._state(waiting.nodes)
         done: list[WeightedPlugin] = []
