@@ -21,16 +21,19 @@ message is a thread hand-off, the dominant cost of a call):
   NormalizeScore, PostBind; PreFilter still asks for the pod's instance) sends no
   guest call, only the supervisor's transition (a tell), and none when the supervisor
   would find nothing to do (the Release of a pod that holds nothing any more);
-- the supervisor's answer to BeginCycle is remembered for the pod (`_routes`) until
-  the facade itself ends or reassigns that assignment (Release, or BeginCycle of
-  another pod while this one still holds the scheduling slot), so the pod's later
-  calls go straight to its actor instead of asking the supervisor first (a pod with
-  no remembered answer is routed by the supervisor as before). Only the facade sends
-  those transitions, under one lock, so the memo changes in the order the supervisor
-  sees them. The one change the supervisor makes on its own, discarding a broken
-  instance, stops that actor: a remembered call then gets the instance's Error or
-  `ActorDeadError`, which is answered as the discarded instance it is (and reported
-  to the supervisor), never a fresh instance without the cycle's state;
+- the supervisor's answer to BeginCycle is remembered for the pod (`_routes`, and
+  `_binding_routes` once the pod moves to binding) until the facade itself ends or
+  reassigns that assignment (Release, or BeginCycle of another pod while this one
+  still holds the scheduling slot), so the pod's later calls go straight to its actor
+  instead of asking the supervisor first (a pod with no remembered answer is routed
+  by the supervisor as before, by the same rule: a binding-cycle call to the pod's
+  binding assignment, any other to its slot). Only the facade sends those
+  transitions, under one lock, so the memos and the facade's mirror of the slot and
+  the binding map change in the order the supervisor sees them. The one change the
+  supervisor makes on its own, discarding a broken instance, stops that actor: a
+  remembered call then gets the instance's Error or `ActorDeadError`, which is
+  answered as the discarded instance it is (and reported to the supervisor), never a
+  fresh instance without the cycle's state;
 - BeginCycle carries the cycle's first call (PreFilter), which the supervisor sends on
   to the actor it picked without waiting for it: the caller waits once, not twice;
 - when the slot's actor is known here (the facade's memo of the last pod in the slot)
