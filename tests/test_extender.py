@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -322,32 +321,27 @@ def _bind_held_in_the_binder(ext: Extender, p: dict[str, Any], pool: ThreadPoolE
     return binder, first_bind
 
 
-def test_a_pod_filtered_again_while_its_last_bind_runs_waits_for_that_bind(extender) -> None:
+def test_no_cycle_of_a_pod_starts_while_its_last_bind_runs(extender) -> None:
     # kube-scheduler gave up on the bind (its HTTP call timed out) and schedules the pod
-    # again while the extender's bind still runs: the new cycle starts when the old one
-    # ends, so each cycle's calls reach its own instance (the checker traps otherwise).
+    # again while the extender's bind still runs: every verb that would start a new cycle
+    # of the pod is refused at once (the scheduler retries with backoff), so each cycle's
+    # calls reach its own instance (the checker traps otherwise).
     ext = extender()
     p = pod("again")
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(1) as pool:
         binder, first_bind = _bind_held_in_the_binder(ext, p, pool)
-        refilter = pool.submit(ext.post, "filter", args_with_names(p))
-        time.sleep(0.3)
-        assert not refilter.done(), "the new cycle began while the old bind still ran"
+        status, result = ext.post("filter", args_with_names(p))
+        assert status == 200 and "still running" in result["Error"], result
+        status, result = ext.post("prioritize", args_with_names(p))
+        assert status == 500 and "still running" in result["error"], result
+        victims = {"Pod": p, "NodeNameToVictims": {"node-1": {"Pods": [pod("victim")]}}}
+        status, result = ext.post("preempt", victims)
+        assert status == 500 and "still running" in result["error"], result
         binder.released.set()
         assert first_bind.result() == (200, {"Error": ""})
-        status, result = refilter.result()
+    status, result = ext.post("filter", args_with_names(p))  # the retry, after the old bind
     assert status == 200 and not result.get("Error"), result
     assert ext.post("prioritize", args_with_names(p))[0] == 200
     assert ext.post("bind", binding(p, "node-1")) == (200, {"Error": ""})
     for name, counts in ext.counts().items():
         assert counts.binding == 0 and counts.discarded == 0 and counts.balanced, (name, counts)
-
-
-def test_a_pod_whose_last_bind_never_ends_is_refused_a_new_cycle(extender) -> None:
-    ext = extender(bind_timeout_s=0.2)
-    with ThreadPoolExecutor(1) as pool:
-        binder, first_bind = _bind_held_in_the_binder(ext, pod("stuck"), pool)
-        status, result = ext.post("filter", args_with_names(pod("stuck")))
-        assert status == 200 and "still running" in result["Error"], result
-        binder.released.set()
-        assert first_bind.result() == (200, {"Error": ""})

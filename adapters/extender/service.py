@@ -22,11 +22,10 @@ after `bind_timeout_s` by a sweeper; a pod filtered again is released first. Wit
 `expect_bind`, the instance stays in the slot and the next pod's filter reassigns it,
 as in-process. Either way no assignment outlives its pod's cycle for long.
 
-Two cycles of one pod never overlap: a pod filtered again while its last bind still
-runs (kube-scheduler gave up on that bind when its HTTP call timed out) waits for that
-bind to end, at most `bind_timeout_s`, and is refused with an error after that (the
-scheduler retries it). Assignments are kept by pod, so overlapping cycles could not
-tell their calls apart.
+Two cycles of one pod never overlap: a verb that would start a cycle of a pod whose
+last bind still runs (kube-scheduler gave up on that bind when its HTTP call timed out)
+is refused at once with an error, and the scheduler retries the pod with backoff.
+Assignments are kept by pod, so overlapping cycles could not tell their calls apart.
 """
 
 from __future__ import annotations
@@ -136,8 +135,8 @@ class ExtenderService:
         # Adapter bookkeeping shared by the HTTP threads (no guest instance behind it).
         self._lock = threading.Lock()
         self._awaiting: dict[str, _AwaitingBind] = {}
-        #: pod uid -> set when the pod's bind, running now, ends.
-        self._binding: dict[str, threading.Event] = {}
+        #: pod uid -> the token of the pod's bind that runs now (no new cycle of the pod starts).
+        self._binding: dict[str, object] = {}
         self._scheduling: str = ""  # uid of the pod whose scheduling cycle runs now
         self._stop = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep, name="extender-bind-sweeper", daemon=True)
@@ -165,8 +164,17 @@ class ExtenderService:
     def _begin(self, pod: KubeObject, state: RequestState) -> tuple[list[Status], frozenset[str] | None]:
         """PreFilter on every plugin (a new scheduling cycle): the failures, and the
         intersection of the node subsets the plugins asked for (None: all nodes)."""
-        uid, _name = pod_key(pod)
+        uid, name = pod_key(pod)
         with self._lock:
+            if uid in self._binding:
+                # kube-scheduler gave up on the pod's last bind (its call timed out) and
+                # schedules the pod again while that bind still runs here. Assignments are
+                # kept by pod, so two overlapping cycles of one pod could not tell their
+                # calls apart: this one is refused at once, and the scheduler retries the
+                # pod with backoff, by when the old bind has ended. (Checked in the same
+                # locked step that starts the cycle: a bind cannot slip in between.)
+                log.warning("extender.bind_still_running", pod=name, pod_uid=uid)
+                raise ExtenderCallError(f"the last bind of pod {name} is still running; retry later")
             abandoned = self._awaiting.pop(uid, None)
             self._scheduling = uid
         if abandoned is not None:
@@ -181,19 +189,6 @@ class ExtenderService:
                 subset = result.node_names if subset is None else subset & result.node_names
         return failures, subset
 
-    def _wait_for_last_bind(self, pod: KubeObject) -> str:
-        """A pod filtered again while its last bind still runs (kube-scheduler gave up on
-        that bind, timed out) waits for that bind to end, so two cycles of one pod never
-        overlap and each reaches its own instance. "" to go on, else why not (the bind is
-        still running after `bind_timeout_s`: the scheduler retries the pod later)."""
-        uid, name = pod_key(pod)
-        with self._lock:
-            running = self._binding.get(uid)
-        if running is None or running.wait(self.bind_timeout_s):
-            return ""
-        log.warning("extender.bind_still_running", pod=name, pod_uid=uid, waited_s=self.bind_timeout_s)
-        return f"the last bind of pod {name} is still running after {self.bind_timeout_s:g}s; retry later"
-
     def _release(self, pod: KubeObject, why: str) -> None:
         for wp in self.plugins:
             wp.plugin.release(pod, why)
@@ -207,10 +202,10 @@ class ExtenderService:
         state = self._state(nodes)
         failed: dict[str, str] = {n: "node unknown to the extender's node cache" for n in unknown}
         unresolvable: dict[str, str] = {}
-        busy = self._wait_for_last_bind(args.pod)
-        if busy:
-            return protocol.filter_result([], args.nodes, {}, {}, busy)
-        failures, subset = self._begin(args.pod, state)
+        try:
+            failures, subset = self._begin(args.pod, state)
+        except ExtenderCallError as exc:  # the pod's last bind still runs
+            return protocol.filter_result([], args.nodes, {}, {}, str(exc))
         for status in failures:
             if status.code == Code.ERROR:
                 return protocol.filter_result([], args.nodes, {}, {}, status.reason)
@@ -243,11 +238,8 @@ class ExtenderService:
         uid, _name = pod_key(args.pod)
         with self._lock:
             in_cycle = self._scheduling == uid
-        if not in_cycle:  # no filter verb configured: the cycle starts here
-            busy = self._wait_for_last_bind(args.pod)
-            if busy:
-                raise ExtenderCallError(busy)
-            self._begin(args.pod, state)
+        if not in_cycle:
+            self._begin(args.pod, state)  # no filter verb configured: the cycle starts here
         totals = dict.fromkeys(names, 0)
         weights = 0
         for wp in self.plugins:
@@ -288,9 +280,9 @@ class ExtenderService:
             waiting = self._awaiting.pop(args.pod_uid, None)
             if self._scheduling == args.pod_uid:
                 self._scheduling = ""
-            ended = threading.Event()
+            running = object()
             if waiting is not None:
-                self._binding[args.pod_uid] = ended
+                self._binding[args.pod_uid] = running
         if waiting is None:
             # A pod this extender did not see through prioritize: no instance holds its state.
             error = self.binder.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
@@ -299,9 +291,8 @@ class ExtenderService:
             return self._binding_cycle(waiting, args)
         finally:
             with self._lock:
-                if self._binding.get(args.pod_uid) is ended:
+                if self._binding.get(args.pod_uid) is running:
                     del self._binding[args.pod_uid]
-            ended.set()
 
     def _binding_cycle(self, waiting: _AwaitingBind, args: protocol.BindingArgs) -> dict[str, Any]:
         """Reserve, Permit, PreBind, Bind, PostBind of a held pod; Unreserve on a failure."""
