@@ -161,7 +161,7 @@ class Assigned:
     instance_id: str
     actor: pykka.ActorRef[Any]
     #: The actor's own word on its instance (`InstanceHealth`), for a facade passing it on.
-    health: InstanceHealth | None = None
+    health: InstanceHealth
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +212,8 @@ class SupervisorActor(MailboxActor):
         self.clock = clock
         self.log = log.bind(plugin=config.name)
         self._ids = itertools.count(1)
-        self._actors: dict[str, pykka.ActorRef[Any]] = {}
-        self._health: dict[str, InstanceHealth] = {}
+        #: instance id -> the route to each live actor (its ref and health), made once.
+        self._actors: dict[str, Assigned] = {}
         self._idle: dict[str, float] = {}  # instance id -> idle since (insertion ordered)
         self._slot: tuple[str, str] | None = None  # (pod uid, instance id or tombstone)
         self._slot_pod = ""
@@ -240,11 +240,10 @@ class SupervisorActor(MailboxActor):
             if instance_id != _TOMBSTONE:
                 self.log.info("assignment.released", instance=instance_id, pod_uid=pod_uid,
                               pod=self._slot_pod if self._slot and self._slot[0] == pod_uid else "", why="shutdown")
-        for ref in self._actors.values():
-            ref.stop(block=False)
+        for assigned in self._actors.values():
+            assigned.actor.stop(block=False)
         self.log.info("pool.stopped", started=self._started, discarded=self._discarded)
         self._actors.clear()
-        self._health.clear()
         self._idle.clear()
         self._binding.clear()
         self._slot = None
@@ -323,10 +322,7 @@ class SupervisorActor(MailboxActor):
         self._log_assignment(msg, previous, instance_id)
         self._slot = (msg.pod_uid, instance_id)
         self._slot_pod = msg.pod
-        return self._assigned(instance_id)
-
-    def _assigned(self, instance_id: str) -> Assigned:
-        return Assigned(instance_id, self._actors[instance_id], self._health.get(instance_id))
+        return self._actors[instance_id]
 
     def _slot_passed(self, msg: SlotPassed) -> None:
         """Record a reassignment the facade made (and logged): the slot's actor is P's now."""
@@ -360,7 +356,7 @@ class SupervisorActor(MailboxActor):
                 f"wasm plugin {self.config.name}: no instance is assigned to pod {msg.pod or msg.pod_uid} "
                 "(its cycle ended or never began)"
             )
-        if instance_id != _TOMBSTONE and instance_id in self._actors and not self._actors[instance_id].is_alive():
+        if instance_id != _TOMBSTONE and instance_id in self._actors and not self._actors[instance_id].actor.is_alive():
             self._instance_broken(InstanceBroken(instance_id, "its actor died"))
             instance_id = _TOMBSTONE
         if instance_id == _TOMBSTONE or instance_id not in self._actors:
@@ -368,7 +364,7 @@ class SupervisorActor(MailboxActor):
                 f"wasm plugin {self.config.name}: the instance serving pod {msg.pod or msg.pod_uid} "
                 "was discarded in this cycle; its cycle state is gone"
             )
-        return self._assigned(instance_id)
+        return self._actors[instance_id]
 
     def _to_binding(self, msg: ToBinding) -> bool:
         if self._slot is None or self._slot[0] != msg.pod_uid:
@@ -415,21 +411,19 @@ class SupervisorActor(MailboxActor):
 
     def _instance_broken(self, msg: InstanceBroken) -> None:
         instance_id = msg.instance_id
-        ref = self._actors.pop(instance_id, None)
-        if ref is None:
+        assigned = self._actors.pop(instance_id, None)
+        if assigned is None:
             return
-        health = self._health.pop(instance_id, None)
-        if health is not None:
-            health.broken = health.broken or msg.reason
+        assigned.health.broken = assigned.health.broken or msg.reason
         self._discarded += 1
         self._idle.pop(instance_id, None)
         self._lent.discard(instance_id)
         if self._slot is not None and self._slot[1] == instance_id:
             self._slot = (self._slot[0], _TOMBSTONE)
-        for pod_uid, assigned in self._binding.items():
-            if assigned == instance_id:
+        for pod_uid, held in self._binding.items():
+            if held == instance_id:
                 self._binding[pod_uid] = _TOMBSTONE
-        ref.stop(block=False)
+        assigned.actor.stop(block=False)
         self.log.warning("instance.discarded", instance=instance_id, trap=msg.reason)
         if len(self._idle) < self.config.pool.min_idle and self._room():
             self._idle[self._start_actor()] = self.clock()
@@ -439,7 +433,7 @@ class SupervisorActor(MailboxActor):
         if instance_id is None:
             return self._pool_exhausted()
         self._lent.add(instance_id)
-        return self._assigned(instance_id)
+        return self._actors[instance_id]
 
     def _give_back(self, msg: GiveBack) -> None:
         if msg.instance_id in self._lent:
@@ -474,7 +468,7 @@ class SupervisorActor(MailboxActor):
         return {i: "+".join(places) or "nowhere" for i, places in where.items()}
 
     def _actors_message(self, _msg: GetActors) -> list[pykka.ActorRef[Any]]:
-        return list(self._actors.values())
+        return [assigned.actor for assigned in self._actors.values()]
 
     def _batch(self, msg: Batch) -> Any:
         result = None
@@ -498,8 +492,7 @@ class SupervisorActor(MailboxActor):
         ref = GuestActor.start(
             self.guest, self.config, instance_id, self.wire_cache, self.actor_ref, health
         )
-        self._actors[instance_id] = ref
-        self._health[instance_id] = health
+        self._actors[instance_id] = Assigned(instance_id, ref, health)
         self._started += 1
         return instance_id
 
@@ -509,7 +502,7 @@ class SupervisorActor(MailboxActor):
             # The most recently used idle actor: its memory is warm.
             instance_id = next(reversed(self._idle))
             del self._idle[instance_id]
-            if self._actors[instance_id].is_alive():
+            if self._actors[instance_id].actor.is_alive():
                 return instance_id
             self._forget_dead(instance_id)
         if not self._room():
@@ -519,7 +512,6 @@ class SupervisorActor(MailboxActor):
     def _forget_dead(self, instance_id: str) -> None:
         """An idle actor that died on its own (never from a guest call): count it discarded."""
         self._actors.pop(instance_id, None)
-        self._health.pop(instance_id, None)
         self._discarded += 1
         self.log.warning("instance.discarded", instance=instance_id, trap="its actor died while idle")
 
@@ -542,8 +534,7 @@ class SupervisorActor(MailboxActor):
             if now - since < self.config.pool.idle_seconds:
                 continue
             del self._idle[instance_id]
-            self._actors.pop(instance_id).stop(block=False)
-            self._health.pop(instance_id, None)
+            self._actors.pop(instance_id).actor.stop(block=False)
             self._reaped += 1
             stopped += 1
             self.log.info(

@@ -21,8 +21,8 @@ message is a thread hand-off, the dominant cost of a call):
   NormalizeScore, PostBind; PreFilter still asks for the pod's instance) sends no
   guest call, only the supervisor's transition (a tell), and none when the supervisor
   would find nothing to do (the Release of a pod that holds nothing any more);
-- the supervisor's answer to BeginCycle is remembered for the pod (`_routes`, and
-  `_binding_routes` once the pod moves to binding) until the facade itself ends or
+- the supervisor's answer to BeginCycle is remembered for the pod (in `_slot`, and in
+  `_binding` once the pod moves to binding) until the facade itself ends or
   reassigns that assignment (Release, or BeginCycle of another pod while this one
   still holds the scheduling slot), so the pod's later calls go straight to its actor
   instead of asking the supervisor first (a pod with no remembered answer is routed
@@ -182,19 +182,15 @@ class WasmPlugin:
         self.log = log.bind(plugin=self.name)
         self.supervisor = SupervisorActor.start(guest, config, self.wire_cache)
         self._events: tuple[ClusterEvent, ...] | None = None
-        #: pod uid -> the actor BeginCycle assigned it, while the facade knows it holds.
-        self._routes: dict[str, Assigned] = {}
-        #: pod uid -> the actor the pod took to the binding map (the memo of its binding cycle).
-        self._binding_routes: dict[str, Assigned] = {}
-        #: The pod whose cycle holds the supervisor's scheduling slot, as the facade sent it.
-        self._slot_uid: str | None = None
-        self._slot_pod = ""
-        #: Pods the facade moved to the binding map and has not released (the supervisor's
-        #: binding map, as the facade sent it).
-        self._binding_uids: set[str] = set()
+        #: The supervisor's scheduling slot as the facade sent it: (pod uid, pod name, the
+        #: actor serving it, None until the supervisor answers or once it is discarded).
+        self._slot: tuple[str, str, Assigned | None] | None = None
+        #: The supervisor's binding map as the facade sent it: pod uid -> the actor the pod
+        #: took there (None once it is discarded: the supervisor answers for the pod).
+        self._binding: dict[str, Assigned | None] = {}
         #: No call of a pod reaches the guest after its Permit (see BINDING_CYCLE_EXPORTS).
         self._binding_free = not (BINDING_CYCLE_EXPORTS & guest.exports)
-        #: Serializes the transitions the facade sends with the changes to `_routes`.
+        #: Serializes the transitions the facade sends with the changes to its mirror.
         self._routes_lock = threading.Lock()
         #: Transitions held back until the next message to the supervisor (ToBinding).
         self._deferred: list[Any] = []
@@ -262,10 +258,8 @@ class WasmPlugin:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the supervisor and every guest actor of this plugin, and wait for them."""
         with self._routes_lock:
-            self._routes.clear()
-            self._binding_routes.clear()
-            self._slot_uid = None
-            self._binding_uids.clear()
+            self._slot = None
+            self._binding.clear()
         try:
             guests: list[pykka.ActorRef[Any]] = self._ask_supervisor(GetActors())
             self.supervisor.stop()
@@ -327,11 +321,9 @@ class WasmPlugin:
                 self.supervisor.tell(self._with_deferred(BeginCycle(uid, name, invoke.replying(future))))
             previous = self._slot_uid
             if previous is not None and previous != uid:
-                self._routes.pop(previous, None)
                 self._early_scores.pop(previous, None)
-            self._routes.pop(uid, None)
             self._early_scores.pop(uid, None)
-            self._slot_uid, self._slot_pod = uid, name
+            self._slot = (uid, name, None)
         if pod is not None and self._reads_pod:
             with contextlib.suppress(KubeCodecError):  # the guest's own call reports it
                 self.wire_cache.pod(pod)
@@ -343,10 +335,7 @@ class WasmPlugin:
         assert isinstance(answer, (Assigned, Lost)), answer
         with self._routes_lock:
             if self._slot_uid == uid:  # not reassigned, moved or released meanwhile
-                if isinstance(answer, Assigned):
-                    self._routes[uid] = answer
-                else:
-                    self._slot_uid = None
+                self._slot = (uid, name, answer) if isinstance(answer, Assigned) else None
         return answer, result
 
     def _pass_slot(self, uid: str, name: str) -> Assigned | None:
@@ -355,23 +344,17 @@ class WasmPlugin:
         healthy; None otherwise (the supervisor decides). Logged here, before the call, so
         the log keeps its order; the supervisor records it with the next message."""
         with self._routes_lock:
-            previous = self._slot_uid
-            if previous is None:
+            if self._slot is None:
                 return None
-            route = self._routes.get(previous)
-            if route is None or route.health is None or route.health.broken or not route.actor.is_alive():
+            previous, previous_name, route = self._slot
+            if route is None or route.health.broken or not route.actor.is_alive():
                 return None
             self.log.info("assignment.reassigned", instance=route.instance_id, pod=name, pod_uid=uid,
-                          previous_pod=self._slot_pod, previous_pod_uid=previous)
-            self._deferred.append(SlotPassed(uid, name, route.instance_id))
-            if len(self._deferred) >= MAX_HELD_TRANSITIONS:
-                self.supervisor.tell(Batch(tuple(self._deferred)))
-                self._deferred = []
-            self._routes.pop(previous, None)
+                          previous_pod=previous_name, previous_pod_uid=previous)
+            self._hold(SlotPassed(uid, name, route.instance_id))
             self._early_scores.pop(previous, None)
             self._early_scores.pop(uid, None)
-            self._routes[uid] = route
-            self._slot_uid, self._slot_pod = uid, name
+            self._slot = (uid, name, route)
             return route
 
     def _await_reply(self, future: pykka.Future[Any]) -> Any:
@@ -388,22 +371,36 @@ class WasmPlugin:
 
     def _to_binding(self, uid: str, name: str) -> None:
         with self._routes_lock:
-            if self._slot_uid == uid:
-                self._binding_uids.add(uid)
+            if self._slot is not None and self._slot[0] == uid:
                 # The slot's assignment becomes the pod's binding one, replacing any older
-                # (as in the supervisor); no memo (its instance was discarded): none.
-                route = self._routes.pop(uid, None)
-                if route is not None:
-                    self._binding_routes[uid] = route
-                else:
-                    self._binding_routes.pop(uid, None)
+                # (as in the supervisor).
+                self._binding[uid] = self._slot[2]
+                self._slot = None
             # Held back until the facade's next message to the supervisor (BeginCycle of the
             # next pod, this pod's Release, ...), which carries it first: one wake of the
             # supervisor less per pod. Meanwhile the supervisor routes the pod to the same
             # actor from the slot, and the facade remembers the route anyway.
-            self._deferred.append(ToBinding(uid, name))
-            if self._slot_uid == uid:
-                self._slot_uid = None
+            self._hold(ToBinding(uid, name))
+
+    @property
+    def _slot_uid(self) -> str | None:
+        """The pod holding the scheduling slot, as the facade sent it."""
+        slot = self._slot
+        return slot[0] if slot is not None else None
+
+    @property
+    def _binding_uids(self) -> set[str]:
+        """The pods in the binding map, as the facade sent it."""
+        return set(self._binding)
+
+    def _hold(self, transition: Any) -> None:
+        """Hold `transition` back until the facade's next message to the supervisor, which
+        carries it first; `MAX_HELD_TRANSITIONS` held are sent on their own (called under
+        the lock)."""
+        self._deferred.append(transition)
+        if len(self._deferred) >= MAX_HELD_TRANSITIONS:
+            held, self._deferred = self._deferred, []
+            self.supervisor.tell(Batch(tuple(held)))
 
     def _with_deferred(self, message: Any) -> Any:
         """`message`, after the transitions held back (called under the lock)."""
@@ -424,13 +421,11 @@ class WasmPlugin:
         cycle's slot), else the slot if the pod holds it, else nothing, and then the
         supervisor is not even woken."""
         with self._routes_lock:
-            if uid in self._binding_uids:
-                self._binding_uids.discard(uid)
-                self._binding_routes.pop(uid, None)
+            if uid in self._binding:
+                del self._binding[uid]
             elif uid == self._slot_uid:
-                self._routes.pop(uid, None)
                 self._early_scores.pop(uid, None)
-                self._slot_uid = None
+                self._slot = None
             else:  # the pod holds nothing (its slot went to the next pod)
                 return
             self.supervisor.tell(self._with_deferred(Release(uid, name, why)))
@@ -439,9 +434,12 @@ class WasmPlugin:
         """Tell the supervisor to discard an instance; forget every route to it."""
         with self._routes_lock:
             self.supervisor.tell(self._with_deferred(InstanceBroken(instance_id, reason)))
-            for routes in (self._routes, self._binding_routes):
-                for uid in [u for u, a in routes.items() if a.instance_id == instance_id]:
-                    del routes[uid]
+            slot = self._slot
+            if slot is not None and slot[2] is not None and slot[2].instance_id == instance_id:
+                self._slot = (slot[0], slot[1], None)
+            for uid, held in self._binding.items():
+                if held is not None and held.instance_id == instance_id:
+                    self._binding[uid] = None
 
     def _route(self, uid: str, name: str, phase: str) -> Assigned | Lost:
         """The pod's actor: remembered, else the supervisor's. The memo is chosen by the
@@ -449,15 +447,16 @@ class WasmPlugin:
         assignment if it has one, any other call by the slot if the pod holds it. A pod
         scheduled again while its last binding cycle runs (the extender after a bind
         timeout) has one of each. A memo that is gone (its instance was discarded) sends
-        the question to the supervisor, never to the pod's other assignment. Plain reads
-        of dicts and a set: atomic."""
+        the question to the supervisor, never to the pod's other assignment. The slot is
+        read once, as one tuple, and the binding map with plain dict reads: atomic."""
         binding = phase == "binding"
-        if binding:
-            in_binding = uid in self._binding_uids
-            answer = self._binding_routes.get(uid) if in_binding else self._routes.get(uid)
-        else:
-            in_slot = uid == self._slot_uid
-            answer = self._routes.get(uid) if in_slot else self._binding_routes.get(uid)
+        slot = self._slot
+        in_slot = slot is not None and slot[0] == uid
+        answer: Assigned | None = None
+        if uid in self._binding and (binding or not in_slot):
+            answer = self._binding.get(uid)
+        elif in_slot and slot is not None:
+            answer = slot[2]
         if answer is not None:
             return answer
         routed: Assigned | Lost = self._ask_supervisor(Route(uid, name, binding))
