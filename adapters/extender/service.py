@@ -135,8 +135,9 @@ class ExtenderService:
         # Adapter bookkeeping shared by the HTTP threads (no guest instance behind it).
         self._lock = threading.Lock()
         self._awaiting: dict[str, _AwaitingBind] = {}
-        #: pod uid -> the token of the pod's bind that runs now (no new cycle of the pod starts).
-        self._binding: dict[str, object] = {}
+        #: Pods whose bind runs now (no new cycle of such a pod starts; a pod has one hold,
+        #: so one bind of it at a time registers here).
+        self._binding: set[str] = set()
         self._scheduling: str = ""  # uid of the pod whose scheduling cycle runs now
         self._stop = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep, name="extender-bind-sweeper", daemon=True)
@@ -280,9 +281,8 @@ class ExtenderService:
             waiting = self._awaiting.pop(args.pod_uid, None)
             if self._scheduling == args.pod_uid:
                 self._scheduling = ""
-            running = object()
             if waiting is not None:
-                self._binding[args.pod_uid] = running
+                self._binding.add(args.pod_uid)
         if waiting is None:
             # A pod this extender did not see through prioritize: no instance holds its state.
             error = self.binder.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
@@ -291,8 +291,7 @@ class ExtenderService:
             return self._binding_cycle(waiting, args)
         finally:
             with self._lock:
-                if self._binding.get(args.pod_uid) is running:
-                    del self._binding[args.pod_uid]
+                self._binding.discard(args.pod_uid)
 
     def _binding_cycle(self, waiting: _AwaitingBind, args: protocol.BindingArgs) -> dict[str, Any]:
         """Reserve, Permit, PreBind, Bind, PostBind of a held pod; Unreserve on a failure."""
