@@ -318,6 +318,17 @@ class ScoreResult:
             return self._scores
         return zip(self._names, self._values, strict=True)
 
+    def columns(self) -> tuple[Sequence[str], Sequence[int]]:
+        """(node names, their scores) side by side, in order: the framework's way to read a
+        result (the columns as given, or split from the NodeScores)."""
+        scores = self._scores
+        if scores is None:
+            return self._names, self._values
+        if not scores:
+            return (), ()
+        names, values = zip(*scores, strict=True)  # the pairs transposed in C
+        return names, values
+
     def __len__(self) -> int:
         return len(self._scores) if self._scores is not None else len(self._names)
 

@@ -16,13 +16,13 @@ The scheduling loop that calls these lives in `adapters.framework.scheduler`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from actors.abi import SUCCESS, Code, PostFilterResult, Status
+from actors.abi import SUCCESS, Code, PostFilterResult, ScoreResult, Status
 from actors.log_level import DEBUG, enabled
 from adapters.framework.cycle_state import CycleState
 from adapters.framework.plugins.base import EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, Plugin
@@ -86,6 +86,58 @@ class Diagnosis:
         if self.post_filter_msg:
             text += f" {self.post_filter_msg.rstrip('.')}."
         return text
+
+
+class ScoreTable:
+    """Score's outcome over the feasible nodes: one column of weighted scores per plugin,
+    each in the order of `names` (summed by the scheduler to pick the node)."""
+
+    __slots__ = ("names", "columns", "_index")
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names: list[str] = list(names)
+        #: Plugin -> its weighted score of each node, in the order of `names`.
+        self.columns: dict[str, Sequence[int]] = {}
+        self._index: dict[str, int] | None = None
+
+    def column(self, plugin: str, names: Sequence[str], scores: Sequence[int]) -> tuple[Sequence[int], Status]:
+        """A plugin's (node, score) columns checked and put in the table's node order:
+        (scores, Success), or an Error status naming the first score out of range or the
+        node scored that is not one of the table's, or missing."""
+        if len(scores) and (min(scores) < MIN_NODE_SCORE or max(scores) > MAX_NODE_SCORE):
+            node, score = next((n, v) for n, v in zip(names, scores, strict=True)
+                               if not MIN_NODE_SCORE <= v <= MAX_NODE_SCORE)
+            return (), Status(Code.ERROR, f"plugin {plugin!r} returns an invalid score {score}, it should in "
+                              f"the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing", plugin)
+        if len(names) == len(self.names) and (names == self.names or list(names) == self.names):
+            return scores, SUCCESS  # the nodes in the order asked, as every plugin here gives them
+        index = self._index
+        if index is None:
+            index = self._index = {name: i for i, name in enumerate(self.names)}
+        ordered: list[int | None] = [None] * len(self.names)
+        for node, score in zip(names, scores, strict=True):
+            at = index.get(node)
+            if at is None:
+                return (), Status(Code.ERROR, f"Score plugin {plugin!r} scored unknown node {node}", plugin)
+            ordered[at] = score
+        missing = next((self.names[i] for i, score in enumerate(ordered) if score is None), None)
+        if missing is not None:
+            return (), Status(Code.ERROR, f"Score plugin {plugin!r} gave no score for node {missing}", plugin)
+        return [score for score in ordered if score is not None], SUCCESS
+
+    def add(self, plugin: str, weighted: Sequence[int]) -> None:
+        self.columns[plugin] = weighted
+
+    def totals(self) -> list[int]:
+        """Each node's sum over the plugins, in the order of `names`."""
+        if not self.columns:
+            return [0] * len(self.names)
+        return list(map(sum, zip(*self.columns.values(), strict=True)))
+
+    def of(self, node: str) -> dict[str, int]:
+        """Plugin -> weighted score of one node."""
+        at = self.names.index(node)
+        return {plugin: column[at] for plugin, column in self.columns.items()}
 
 
 class Framework:
@@ -188,6 +240,9 @@ class Framework:
             passed = []
             for node in remaining:
                 status = results.get(node.name)
+                if status is SUCCESS and trace is None:  # most nodes pass most filters: the short way
+                    passed.append(node)
+                    continue
                 if status is None:
                     status = Status(Code.ERROR, f"returned no status for node {node.name}", plugin.name)
                 if trace is not None:
@@ -199,10 +254,11 @@ class Framework:
                 else:
                     return statuses, _error("Filter", plugin.name, status)
             remaining = passed
-        for node in remaining:
-            statuses[node.name] = SUCCESS
-            if trace is not None and not trace.node(node.name).filters:
-                trace.node(node.name).filters.append(("(no filter plugins)", PASSED))
+        statuses.update(dict.fromkeys([node.name for node in remaining], SUCCESS))
+        if trace is not None:
+            for node in remaining:
+                if not trace.node(node.name).filters:
+                    trace.node(node.name).filters.append(("(no filter plugins)", PASSED))
         return statuses, SUCCESS
 
     def run_filter_with_nominated(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
@@ -306,41 +362,36 @@ class Framework:
         return SUCCESS
 
     def run_score(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo],
-                  trace: CycleTrace | None = None) -> tuple[dict[str, dict[str, int]], Status]:
-        """node -> plugin -> weighted score, after NormalizeScore; or an Error status."""
-        totals: dict[str, dict[str, int]] = {node.name: {} for node in nodes}
+                  trace: CycleTrace | None = None) -> tuple[ScoreTable, Status]:
+        """Every Score plugin's weighted scores of `nodes`, after NormalizeScore; or an Error
+        status (then the table holds the plugins scored before it)."""
+        table = ScoreTable([node.name for node in nodes])
         for plugin in self.points["score"]:
             if plugin.name in state.skip_score_plugins:
                 continue
             result = self._call("Score", plugin, pod, plugin.score_nodes, state, pod, nodes)
             if not result.status.ok:
-                return totals, _error("Score", plugin.name, result.status)
+                return table, _error("Score", plugin.name, result.status)
             if len(result) != len(nodes):
-                return totals, Status(Code.ERROR, f"Score plugin {plugin.name!r} scored {len(result)} of "
-                                      f"{len(nodes)} nodes", plugin.name)
-            # (name, score) pairs: NodeScores unpack as pairs, and a guest's result gives its
-            # two columns without making a NodeScore a node.
-            pairs: Iterable[tuple[str, int]] = result.pairs()
+                return table, Status(Code.ERROR, f"Score plugin {plugin.name!r} scored {len(result)} of "
+                                     f"{len(nodes)} nodes", plugin.name)
+            names, values = result.columns()
             if plugin.implements("normalize_score"):
                 normalized = self._call("NormalizeScore", plugin, pod, plugin.normalize_score, state, pod,
                                         result.scores)
                 if not normalized.status.ok:
-                    return totals, _error("NormalizeScore", plugin.name, normalized.status)
-                pairs = normalized.scores
+                    return table, _error("NormalizeScore", plugin.name, normalized.status)
+                names, values = ScoreResult(SUCCESS, normalized.scores).columns()
+            column, status = table.column(plugin.name, names, values)
+            if not status.ok:
+                return table, status
             weight = self.score_weights.get(plugin.name, 1)
-            name = plugin.name
-            for node, score in pairs:
-                if not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
-                    return totals, Status(Code.ERROR, f"plugin {name!r} returns an invalid score {score}, "
-                                          f"it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after "
-                                          "normalizing", name)
-                per_plugin = totals.get(node)
-                if per_plugin is None:
-                    return totals, Status(Code.ERROR, f"Score plugin {name!r} scored unknown node {node}", name)
-                per_plugin[name] = score * weight
-                if trace is not None:
-                    trace.node(node).scores[name] = (score, score * weight)
-        return totals, SUCCESS
+            weighted = column if weight == 1 else [score * weight for score in column]
+            table.add(plugin.name, weighted)
+            if trace is not None:
+                for node, score, total in zip(table.names, column, weighted, strict=True):
+                    trace.node(node).scores[plugin.name] = (score, total)
+        return table, SUCCESS
 
     # --- Reserve, Permit ---------------------------------------------------------------
 

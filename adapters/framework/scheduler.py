@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from actors.abi import ClusterEvent, Code, Status
+from actors.abi import SUCCESS, ClusterEvent, Code, Status
 from adapters.framework.cluster import Cluster
 from adapters.framework.config import SchedulerConfig
 from adapters.framework.cycle_state import CycleState
 from adapters.framework.errors import UserError
-from adapters.framework.framework import Diagnosis, Framework
+from adapters.framework.framework import Diagnosis, Framework, ScoreTable
 from adapters.framework.handle import SchedulerHandle
 from adapters.framework.plugins import PluginFactory
 from adapters.framework.pods import PodInfo, nominated_node_of, scheduler_name
@@ -273,13 +273,13 @@ class Scheduler:
         else:
             status = framework.run_pre_score(state, pod, feasible, trace)
             if status.ok:
-                totals, status = framework.run_score(state, pod, feasible, trace)
+                table, status = framework.run_score(state, pod, feasible, trace)
             if not status.ok:
                 framework.release(pod, "error")
                 self._fail(item, status, {status.plugin}, trace)
                 return
-            selected = self._select_host(feasible, totals)
-            scores = totals[selected]
+            selected = self._select_host(table)
+            scores = table.of(selected)
         if trace is not None:
             trace.selected = selected
         self._reserve_and_permit(item, framework, state, selected, scores, trace, events_before)
@@ -303,7 +303,7 @@ class Scheduler:
         count = len(nodes)
         wanted = num_feasible_nodes_to_find(framework.percentage_of_nodes_to_score, count)
         start = self._next_start_node_index % count
-        ordered = [nodes[(start + i) % count] for i in range(count)]
+        ordered = [*nodes[start:], *nodes[:start]]
         feasible: list[NodeInfo] = []
         rejected: dict[str, Status] = {}
         processed = 0
@@ -315,7 +315,7 @@ class Scheduler:
             for node in chunk:
                 processed += 1
                 status = statuses[node.name]
-                if status.ok:
+                if status is SUCCESS or status.ok:
                     feasible.append(node)
                     if len(feasible) == wanted:
                         break
@@ -326,19 +326,18 @@ class Scheduler:
         self._next_start_node_index = (start + processed) % count
         return feasible, rejected, Status()
 
-    def _select_host(self, feasible: Sequence[NodeInfo], totals: Mapping[str, Mapping[str, int]]) -> str:
+    def _select_host(self, table: ScoreTable) -> str:
         """The highest total score; ties broken at random (seeded), by reservoir sampling."""
         best = ""
         best_total = -1
         ties = 0
-        for node in feasible:
-            total = sum(totals[node.name].values())
+        for name, total in zip(table.names, table.totals(), strict=True):
             if total > best_total:
-                best, best_total, ties = node.name, total, 1
+                best, best_total, ties = name, total, 1
             elif total == best_total:
                 ties += 1
                 if self._rng.randrange(ties) == 0:
-                    best = node.name
+                    best = name
         return best
 
     def _post_filter(self, item: QueuedPod, framework: Framework, state: CycleState, view: SnapshotView,

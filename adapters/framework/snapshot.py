@@ -68,9 +68,18 @@ class NodeInfo:
     non_zero_requested: Resources = field(default_factory=Resources)
     #: metadata.name of `node` (read on every Filter and Score of every node: kept).
     name: str = field(init=False)
+    #: spec.taints of `node` (empty for most nodes: the taint plugins test this first).
+    taints: tuple[Mapping[str, Any], ...] = field(init=False)
+    #: spec.unschedulable of `node` (a cordoned node).
+    unschedulable: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "name", node_name(self.node))
+        node = self.node
+        spec = node.get("spec") or {}
+        _set = object.__setattr__
+        _set(self, "name", node_name(node))
+        _set(self, "taints", tuple(spec.get("taints") or ()))
+        _set(self, "unschedulable", bool(spec.get("unschedulable")))
 
     @classmethod
     def of(cls, node: KubeObject, allocatable: Resources, pods: Iterable[PodInfo] = ()) -> NodeInfo:
@@ -156,6 +165,11 @@ class Snapshot:
                 self._pods[pod.uid] = _PodState(pod, info.name, True)
         self._generation = 0
         self._view = SnapshotView(tuple(self._nodes.values()), 0)
+        #: Image name -> the largest size any node reports for it: the size given to an
+        #: image a bound pod pulls onto a node that lacks it (kept as nodes gain images).
+        self._image_sizes: dict[str, int] = {}
+        for info in self._nodes.values():
+            self._note_images(info.images())
 
     # --- what a cycle sees -------------------------------------------------------------
 
@@ -224,7 +238,9 @@ class Snapshot:
             missing = [normalized_image(i) for i in pod_images(state.info.pod)]
             missing = [i for i in dict.fromkeys(missing) if i not in images]
             if missing:
-                info = info.with_node(_with_images(info.node, missing, self._known_sizes(missing)))
+                sizes = {name: self._image_sizes.get(name, 0) for name in missing}
+                info = info.with_node(_with_images(info.node, missing, sizes))
+                self._note_images(sizes)
             self._nodes[node] = info
             self._changed()
             return ""
@@ -239,13 +255,11 @@ class Snapshot:
             self._changed()
             return state.info, state.node, state.bound
 
-    def _known_sizes(self, images: Sequence[str]) -> dict[str, int]:
-        sizes: dict[str, int] = {}
-        for info in self._nodes.values():
-            for name, size in info.images().items():
-                if name in images:
-                    sizes[name] = max(size, sizes.get(name, 0))
-        return sizes
+    def _note_images(self, sizes: Mapping[str, int]) -> None:
+        known = self._image_sizes
+        for name, size in sizes.items():
+            if size > known.get(name, -1):
+                known[name] = size
 
 
 def _with_images(node: KubeObject, names: Sequence[str], sizes: Mapping[str, int]) -> dict[str, Any]:

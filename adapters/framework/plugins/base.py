@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from actors.abi import (
@@ -27,6 +28,7 @@ from actors.abi import (
     PreFilterResult,
     ScoreResult,
     Status,
+    node_scores,
 )
 from adapters.framework.cycle_state import CycleState
 from adapters.framework.errors import UserError
@@ -168,8 +170,8 @@ class NativePlugin:
             result = self.score(state, pod, node)
             if isinstance(result, Status):
                 return ScoreResult(Status(result.code, f"node {node.name}: {result.reason}", self.name))
-            scores.append(NodeScore(node.name, int(result)))
-        return ScoreResult(SUCCESS, tuple(scores))
+            scores.append(int(result))
+        return ScoreResult.from_columns(SUCCESS, [node.name for node in nodes], scores, copy=False)
 
     def normalize_score(self, state: CycleState, pod: KubeObject, scores: Sequence[NodeScore]) -> NormalizeScoreResult:
         return NormalizeScoreResult(SUCCESS, tuple(scores))
@@ -209,11 +211,14 @@ class NativePlugin:
 def default_normalize(scores: Sequence[NodeScore], reverse: bool = False,
                       max_priority: int = MAX_NODE_SCORE) -> tuple[NodeScore, ...]:
     """kube-scheduler's DefaultNormalizeScore: scale to [0, max], optionally reversed."""
-    top = max((s.score for s in scores), default=0)
+    values = [s[1] for s in scores]
+    top = max(values, default=0)
     if top == 0:
-        return tuple(NodeScore(s.name, max_priority if reverse else s.score) for s in scores)
-    out = []
-    for s in scores:
-        value = max_priority * s.score // top
-        out.append(NodeScore(s.name, max_priority - value if reverse else value))
-    return tuple(out)
+        if not reverse:
+            return tuple(scores)
+        return node_scores([s[0] for s in scores], repeat(max_priority))
+    if reverse:
+        scaled = [max_priority - max_priority * value // top for value in values]
+    else:
+        scaled = [max_priority * value // top for value in values]
+    return node_scores([s[0] for s in scores], scaled)

@@ -35,10 +35,6 @@ def pod_tolerations(pod: KubeObject) -> list[Mapping[str, Any]]:
     return list((pod.get("spec") or {}).get("tolerations") or ())
 
 
-def node_taints(node: KubeObject) -> list[Mapping[str, Any]]:
-    return list((node.get("spec") or {}).get("taints") or ())
-
-
 def first_untolerated(taints: Iterable[Mapping[str, Any]], tolerations: Sequence[Mapping[str, Any]],
                       effects: Iterable[str]) -> Mapping[str, Any] | None:
     """The first taint with one of `effects` that no toleration tolerates."""

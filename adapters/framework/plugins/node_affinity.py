@@ -21,6 +21,7 @@ from actors.abi import (
     NormalizeScoreResult,
     PreFilterResult,
     Resource,
+    ScoreResult,
     Status,
 )
 from adapters.framework.cycle_state import CycleState
@@ -57,12 +58,9 @@ def node_names_from_fields(selector: Mapping[str, Any]) -> set[str] | None:
     return names
 
 
-def pod_matches_node(pod: KubeObject, node: KubeObject) -> bool:
-    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
-    if selector and not labels_match(selector, node):
-        return False
-    required = required_selector(pod)
-    return required is None or node_selector_matches(required, node)
+def _preferred_weight(preferred: Sequence[Mapping[str, Any]], node: KubeObject) -> int:
+    """The weights of the preferred terms the node matches, added."""
+    return sum(int(p.get("weight") or 0) for p in preferred if term_matches(p.get("preference") or {}, node))
 
 
 class NodeAffinity(NativePlugin):
@@ -81,9 +79,15 @@ class NodeAffinity(NativePlugin):
         return PreFilterResult(SUCCESS)
 
     def filter(self, state: CycleState, pod: KubeObject, node: NodeInfo) -> Status:
-        if pod_matches_node(pod, node.node):
-            return SUCCESS
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON, self.name)
+        return self.filter_nodes(state, pod, (node,))[node.name]
+
+    def filter_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> dict[str, Status]:
+        selector = (pod.get("spec") or {}).get("nodeSelector") or {}  # the pod read once for all nodes
+        required = required_selector(pod)
+        rejected = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON, self.name)
+        return {node.name: SUCCESS if ((not selector or labels_match(selector, node.node))
+                                       and (required is None or node_selector_matches(required, node.node)))
+                else rejected for node in nodes}
 
     def pre_score(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> Status:
         preferred = _node_affinity(pod).get("preferredDuringSchedulingIgnoredDuringExecution") or ()
@@ -92,12 +96,19 @@ class NodeAffinity(NativePlugin):
         state.write(_PREFER_KEY, list(preferred))
         return SUCCESS
 
-    def score(self, state: CycleState, pod: KubeObject, node: NodeInfo) -> int | Status:
+    def _preferred(self, state: CycleState, pod: KubeObject) -> Sequence[Mapping[str, Any]]:
         preferred = state.get(_PREFER_KEY)
         if preferred is None:
             preferred = _node_affinity(pod).get("preferredDuringSchedulingIgnoredDuringExecution") or ()
-        return sum(int(p.get("weight") or 0) for p in preferred
-                   if term_matches(p.get("preference") or {}, node.node))
+        return preferred  # type: ignore[no-any-return]
+
+    def score(self, state: CycleState, pod: KubeObject, node: NodeInfo) -> int | Status:
+        return _preferred_weight(self._preferred(state, pod), node.node)
+
+    def score_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> ScoreResult:
+        preferred = self._preferred(state, pod)
+        return ScoreResult.from_columns(SUCCESS, [node.name for node in nodes],
+                                        [_preferred_weight(preferred, node.node) for node in nodes], copy=False)
 
     def normalize_score(self, state: CycleState, pod: KubeObject, scores: Sequence[NodeScore]) -> NormalizeScoreResult:
         return NormalizeScoreResult(SUCCESS, default_normalize(scores))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from actors.abi import SUCCESS, ActionType, ClusterEvent, Code, Resource, Status
 from adapters.framework.cycle_state import CycleState
 from adapters.framework.plugins.base import NativePlugin
@@ -15,10 +17,15 @@ class NodeName(NativePlugin):
     NAME = "NodeName"
 
     def filter(self, state: CycleState, pod: KubeObject, node: NodeInfo) -> Status:
-        wanted = node_name_of(pod)
-        if not wanted or wanted == node.name:
-            return SUCCESS
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON, self.name)
+        return self.filter_nodes(state, pod, (node,))[node.name]
+
+    def filter_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> dict[str, Status]:
+        wanted = node_name_of(pod)  # read once for all the nodes
+        names = [node.name for node in nodes]
+        if not wanted:
+            return dict.fromkeys(names, SUCCESS)
+        rejected = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON, self.name)
+        return {name: SUCCESS if name == wanted else rejected for name in names}
 
     def events_to_register(self) -> tuple[ClusterEvent, ...]:
         return (ClusterEvent(Resource.NODE, ActionType.ADD),)

@@ -18,7 +18,6 @@ from actors.abi import (
     ActionType,
     ClusterEvent,
     Code,
-    NodeScore,
     PreFilterResult,
     Resource,
     ScoreResult,
@@ -32,6 +31,8 @@ from adapters.framework.resources import CPU, MEMORY, PodRequests, QuantityError
 from adapters.framework.snapshot import NodeInfo
 
 _STATE_KEY = "PreFilterNodeResourcesFit"
+#: The default scoring resources, which `NodeResourcesFit.score_nodes` has a short way for.
+_CPU_AND_MEMORY = ((CPU, 1), (MEMORY, 1))
 
 
 def least_requested(requested: int, capacity: int) -> int:
@@ -131,7 +132,21 @@ class NodeResourcesFit(NativePlugin):
 
     def filter_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> dict[str, Status]:
         request = self._requests(state, pod).requested  # read the cycle state once, not per node
-        return {node.name: self._fit(request, node) for node in nodes}
+        cpu, memory, storage = request.milli_cpu, request.memory, request.ephemeral_storage
+        fit = self._fit
+        statuses: dict[str, Status] = {}
+        for node in nodes:
+            # The common case tested inline: room for one more pod, and for each of the
+            # pod's requests (none of extended resources); anything else takes `_fit`.
+            have, used = node.allocatable, node.requested
+            if (len(node.pods) < have.allowed_pods and not request.scalar
+                    and (cpu <= 0 or cpu <= have.milli_cpu - used.milli_cpu)
+                    and (memory <= 0 or memory <= have.memory - used.memory)
+                    and (storage <= 0 or storage <= have.ephemeral_storage - used.ephemeral_storage)):
+                statuses[node.name] = SUCCESS
+            else:
+                statuses[node.name] = fit(request, node)
+        return statuses
 
     def _fit(self, request: Resources, node: NodeInfo) -> Status:
         reasons = insufficient(request, node, self.args)
@@ -144,7 +159,30 @@ class NodeResourcesFit(NativePlugin):
 
     def score_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> ScoreResult:
         request = self._requests(state, pod).non_zero
-        return ScoreResult(SUCCESS, tuple(NodeScore(node.name, self._score(request, node)) for node in nodes))
+        names = [node.name for node in nodes]
+        if self.args.resources == _CPU_AND_MEMORY:
+            scores = self._score_cpu_and_memory(request, nodes)
+        else:
+            scores = [self._score(request, node) for node in nodes]
+        return ScoreResult.from_columns(SUCCESS, names, scores, copy=False)
+
+    def _score_cpu_and_memory(self, request: Resources, nodes: Sequence[NodeInfo]) -> list[int]:
+        """`_score` for the default scoring resources (cpu and memory, weight 1 each), with
+        the resources read as attributes: the same figures, computed the same way."""
+        scorer = self._scorer
+        cpu, memory = request.milli_cpu, request.memory
+        scores = []
+        for node in nodes:
+            have, used = node.allocatable, node.non_zero_requested
+            total = weights = 0
+            if have.milli_cpu:
+                total += scorer(used.milli_cpu + cpu, have.milli_cpu)
+                weights += 1
+            if have.memory:
+                total += scorer(used.memory + memory, have.memory)
+                weights += 1
+            scores.append(total // weights if weights else 0)
+        return scores
 
     def _score(self, request: Resources, node: NodeInfo) -> int:
         total = weights = 0

@@ -1,6 +1,12 @@
-"""NodeUnschedulable: a cordoned node (spec.unschedulable) takes only pods that tolerate it."""
+"""NodeUnschedulable: a cordoned node (spec.unschedulable) takes only pods that tolerate it.
+
+Filter over many nodes asks the pod once whether it tolerates a cordon; then each node
+costs one attribute test.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from actors.abi import SUCCESS, ActionType, ClusterEvent, Code, Resource, Status
 from adapters.framework.cycle_state import CycleState
@@ -17,11 +23,13 @@ class NodeUnschedulable(NativePlugin):
     NAME = "NodeUnschedulable"
 
     def filter(self, state: CycleState, pod: KubeObject, node: NodeInfo) -> Status:
-        if not (node.node.get("spec") or {}).get("unschedulable"):
-            return SUCCESS
+        return self.filter_nodes(state, pod, (node,))[node.name]
+
+    def filter_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> dict[str, Status]:
         if any(tolerates(t, TAINT) for t in pod_tolerations(pod)):
-            return SUCCESS
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON, self.name)
+            return dict.fromkeys([node.name for node in nodes], SUCCESS)
+        rejected = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON, self.name)
+        return {node.name: rejected if node.unschedulable else SUCCESS for node in nodes}
 
     def events_to_register(self) -> tuple[ClusterEvent, ...]:
         return (ClusterEvent(Resource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),)
