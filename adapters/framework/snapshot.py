@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.framework.pods import KubeObject, PodInfo, pod_images, with_changes
-from adapters.framework.resources import Resources
+from adapters.framework.resources import ZERO, Resources
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
@@ -64,8 +64,8 @@ class NodeInfo:
     node: KubeObject
     allocatable: Resources
     pods: tuple[PodInfo, ...] = ()
-    requested: Resources = field(default_factory=Resources)
-    non_zero_requested: Resources = field(default_factory=Resources)
+    requested: Resources = ZERO
+    non_zero_requested: Resources = ZERO
     #: metadata.name of `node` (read on every Filter and Score of every node: kept).
     name: str = field(init=False)
     #: spec.taints of `node` (empty for most nodes: the taint plugins test this first).
@@ -75,11 +75,15 @@ class NodeInfo:
 
     def __post_init__(self) -> None:
         node = self.node
-        spec = node.get("spec") or {}
         _set = object.__setattr__
         _set(self, "name", node_name(node))
-        _set(self, "taints", tuple(spec.get("taints") or ()))
-        _set(self, "unschedulable", bool(spec.get("unschedulable")))
+        spec = node.get("spec")
+        if spec:
+            _set(self, "taints", tuple(spec.get("taints") or ()))
+            _set(self, "unschedulable", bool(spec.get("unschedulable")))
+        else:  # most nodes a request carries have an empty spec: two constants
+            _set(self, "taints", ())
+            _set(self, "unschedulable", False)
 
     @classmethod
     def of(cls, node: KubeObject, allocatable: Resources, pods: Iterable[PodInfo] = ()) -> NodeInfo:
