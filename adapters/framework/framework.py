@@ -109,7 +109,10 @@ class ScoreTable:
                                if not MIN_NODE_SCORE <= v <= MAX_NODE_SCORE)
             return (), Status(Code.ERROR, f"plugin {plugin!r} returns an invalid score {score}, it should in "
                               f"the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing", plugin)
-        if len(names) == len(self.names) and (names == self.names or list(names) == self.names):
+        if len(names) != len(self.names):
+            return (), Status(Code.ERROR, f"Score plugin {plugin!r} scored {len(names)} of {len(self.names)} nodes",
+                              plugin)
+        if names == self.names or list(names) == self.names:
             return scores, SUCCESS  # the nodes in the order asked, as every plugin here gives them
         index = self._index
         if index is None:
