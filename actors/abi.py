@@ -255,6 +255,14 @@ def node_scores(names: Iterable[str], scores: Iterable[int]) -> tuple[NodeScore,
     return tuple(map(tuple.__new__, repeat(NodeScore), zip(names, scores, strict=False)))
 
 
+def score_columns(scores: Sequence[NodeScore]) -> tuple[Sequence[str], Sequence[int]]:
+    """(names, scores) of NodeScores, side by side: the pairs transposed in C."""
+    if not scores:
+        return (), ()
+    names, values = zip(*scores, strict=True)
+    return names, values
+
+
 class ScoreResult:
     """Score over many nodes: the scores of those that succeeded, or the first failure.
 
@@ -321,13 +329,9 @@ class ScoreResult:
     def columns(self) -> tuple[Sequence[str], Sequence[int]]:
         """(node names, their scores) side by side, in order: the framework's way to read a
         result (the columns as given, or split from the NodeScores)."""
-        scores = self._scores
-        if scores is None:
+        if self._scores is None:
             return self._names, self._values
-        if not scores:
-            return (), ()
-        names, values = zip(*scores, strict=True)  # the pairs transposed in C
-        return names, values
+        return score_columns(self._scores)
 
     def __len__(self) -> int:
         return len(self._scores) if self._scores is not None else len(self._names)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from actors.abi import SUCCESS, Code, PostFilterResult, ScoreResult, Status
+from actors.abi import SUCCESS, Code, PostFilterResult, Status, score_columns
 from actors.log_level import DEBUG, enabled
 from adapters.framework.cycle_state import CycleState
 from adapters.framework.plugins.base import EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, Plugin
@@ -384,7 +384,7 @@ class Framework:
                                         result.scores)
                 if not normalized.status.ok:
                     return table, _error("NormalizeScore", plugin.name, normalized.status)
-                names, values = ScoreResult(SUCCESS, normalized.scores).columns()
+                names, values = score_columns(normalized.scores)
             column, status = table.column(plugin.name, names, values)
             if not status.ok:
                 return table, status

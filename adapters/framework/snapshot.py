@@ -170,10 +170,13 @@ class Snapshot:
         self._generation = 0
         self._view = SnapshotView(tuple(self._nodes.values()), 0)
         #: Image name -> the largest size any node reports for it: the size given to an
-        #: image a bound pod pulls onto a node that lacks it (kept as nodes gain images).
+        #: image a bound pod pulls onto a node that lacks it (built once: nodes gain images
+        #: only by binds, which take their sizes from it).
         self._image_sizes: dict[str, int] = {}
         for info in self._nodes.values():
-            self._note_images(info.images())
+            for name, size in info.images().items():
+                if size > self._image_sizes.get(name, -1):
+                    self._image_sizes[name] = size
 
     # --- what a cycle sees -------------------------------------------------------------
 
@@ -242,9 +245,10 @@ class Snapshot:
             missing = [normalized_image(i) for i in pod_images(state.info.pod)]
             missing = [i for i in dict.fromkeys(missing) if i not in images]
             if missing:
+                # An image bound here gets a size the index has already (or 0, which it
+                # gives for an unknown name too): the index never needs to learn it.
                 sizes = {name: self._image_sizes.get(name, 0) for name in missing}
                 info = info.with_node(_with_images(info.node, missing, sizes))
-                self._note_images(sizes)
             self._nodes[node] = info
             self._changed()
             return ""
@@ -258,12 +262,6 @@ class Snapshot:
             self._nodes[state.node] = self._nodes[state.node].without_pod(uid)
             self._changed()
             return state.info, state.node, state.bound
-
-    def _note_images(self, sizes: Mapping[str, int]) -> None:
-        known = self._image_sizes
-        for name, size in sizes.items():
-            if size > known.get(name, -1):
-                known[name] = size
 
 
 def _with_images(node: KubeObject, names: Sequence[str], sizes: Mapping[str, int]) -> dict[str, Any]:

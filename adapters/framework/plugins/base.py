@@ -5,7 +5,8 @@ kube-scheduler as snake_case methods with the signatures `adapters.wasm_plugin.W
 has, so native and wasm plugins are called alike (Filter and Score batched over the
 candidate nodes). `NativePlugin` implements every method as a no-op and reports the
 extension points a subclass overrides as implemented; a subclass may override the
-per-node `filter`/`score` instead of the batched forms. `PluginContext` is what a
+per-node `filter`/`score` instead of the batched forms (a plugin that overrides only
+`filter_nodes` answers a per-node `filter` through it). `PluginContext` is what a
 plugin factory gets: its name, its args, the framework handle and the profile.
 """
 
@@ -142,6 +143,9 @@ class NativePlugin:
         return PreFilterResult(SUCCESS)
 
     def filter(self, state: CycleState, pod: KubeObject, node: NodeInfo) -> Status:
+        """One node; a subclass that overrides only `filter_nodes` answers through it."""
+        if type(self).filter_nodes is not NativePlugin.filter_nodes:
+            return self.filter_nodes(state, pod, (node,))[node.name]
         return SUCCESS
 
     def filter_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> dict[str, Status]:

@@ -78,9 +78,6 @@ class NodeAffinity(NativePlugin):
                 return PreFilterResult(SUCCESS, frozenset(names))
         return PreFilterResult(SUCCESS)
 
-    def filter(self, state: CycleState, pod: KubeObject, node: NodeInfo) -> Status:
-        return self.filter_nodes(state, pod, (node,))[node.name]
-
     def filter_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> dict[str, Status]:
         selector = (pod.get("spec") or {}).get("nodeSelector") or {}  # the pod read once for all nodes
         required = required_selector(pod)

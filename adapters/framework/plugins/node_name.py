@@ -16,9 +16,6 @@ REASON = "node(s) didn't match the requested node name"
 class NodeName(NativePlugin):
     NAME = "NodeName"
 
-    def filter(self, state: CycleState, pod: KubeObject, node: NodeInfo) -> Status:
-        return self.filter_nodes(state, pod, (node,))[node.name]
-
     def filter_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> dict[str, Status]:
         wanted = node_name_of(pod)  # read once for all the nodes
         names = [node.name for node in nodes]

@@ -132,14 +132,16 @@ class NodeResourcesFit(NativePlugin):
 
     def filter_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> dict[str, Status]:
         request = self._requests(state, pod).requested  # read the cycle state once, not per node
-        cpu, memory, storage = request.milli_cpu, request.memory, request.ephemeral_storage
         fit = self._fit
+        if request.scalar:  # extended resources (and the ignored ones) take `_fit` on every node
+            return {node.name: fit(request, node) for node in nodes}
+        cpu, memory, storage = request.milli_cpu, request.memory, request.ephemeral_storage
         statuses: dict[str, Status] = {}
         for node in nodes:
             # The common case tested inline: room for one more pod, and for each of the
-            # pod's requests (none of extended resources); anything else takes `_fit`.
+            # pod's requests; a node short of anything takes `_fit`, which names it.
             have, used = node.allocatable, node.requested
-            if (len(node.pods) < have.allowed_pods and not request.scalar
+            if (len(node.pods) < have.allowed_pods
                     and (cpu <= 0 or cpu <= have.milli_cpu - used.milli_cpu)
                     and (memory <= 0 or memory <= have.memory - used.memory)
                     and (storage <= 0 or storage <= have.ephemeral_storage - used.ephemeral_storage)):

@@ -22,9 +22,6 @@ TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 class NodeUnschedulable(NativePlugin):
     NAME = "NodeUnschedulable"
 
-    def filter(self, state: CycleState, pod: KubeObject, node: NodeInfo) -> Status:
-        return self.filter_nodes(state, pod, (node,))[node.name]
-
     def filter_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> dict[str, Status]:
         if any(tolerates(t, TAINT) for t in pod_tolerations(pod)):
             return dict.fromkeys([node.name for node in nodes], SUCCESS)

@@ -47,9 +47,6 @@ def _untolerated_prefer(taints: Sequence[Mapping[str, Any]], tolerations: Sequen
 class TaintToleration(NativePlugin):
     NAME = "TaintToleration"
 
-    def filter(self, state: CycleState, pod: KubeObject, node: NodeInfo) -> Status:
-        return self.filter_nodes(state, pod, (node,))[node.name]
-
     def filter_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo]) -> dict[str, Status]:
         tolerations = pod_tolerations(pod)
         statuses: dict[str, Status] = {}
