@@ -8,6 +8,12 @@ nominated node, normalized scores, cluster events) on the same context. A result
 given from the wrong extension point, or malformed, is ignored with a warning or
 turned into an Error status; it never raises into the host. A pointer outside guest
 memory raises `GuestFault`, which traps the guest's call.
+
+Text and JSON from the guest are read by the rules of Go's `encoding/json` and Go
+strings, as the reference host reads them (`docs/abi-notes.md` lists each import):
+invalid UTF-8 becomes U+FFFD byte by byte, `null` is no error, struct field names
+match case-insensitively, unknown fields are ignored, duplicate keys keep the last
+value, and an integer field takes only an integer literal in int64 range.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 import structlog
 
 from actors.abi import HOST_IMPORTS, ClusterEvent
+from actors.go_json import GoJSONError, go_cstrings, go_event, go_score_map, go_text
 from actors.guest_memory import GuestFault, GuestMemory
 from actors.handle import FrameworkHandle, KubeObject
 from actors.kube_codec import encode_pod
@@ -153,7 +160,7 @@ class HostFunctions:
     def node(self, name_ptr: int, name_len: int, buf: int, buf_limit: int) -> int:
         mem = self._mem()
         ctx = self._ctx("node")
-        name = mem.read_str(name_ptr, name_len, "node name")
+        name = go_text(mem.read(name_ptr, name_len, "node name"))
         node = ctx.handle.get_node(name)
         if node is None:
             return 0
@@ -210,7 +217,7 @@ class HostFunctions:
     def node_image_states(self, name_ptr: int, name_len: int, buf: int, buf_limit: int) -> int:
         mem = self._mem()
         ctx = self._ctx("nodeImageStates")
-        name = mem.read_str(name_ptr, name_len, "nodeImageStates name")
+        name = go_text(mem.read(name_ptr, name_len, "nodeImageStates name"))
         states = {str(image): dict(state) for image, state in ctx.handle.image_states(name).items()}
         return mem.give(_json(states) if states else b"", buf, buf_limit, "nodeImageStates")
 
@@ -221,7 +228,7 @@ class HostFunctions:
 
     def status_reason(self, ptr: int, length: int) -> None:
         ctx = self._ctx("result.status_reason")
-        ctx.reason = self._result_bytes(ptr, length, "result.status_reason").decode("utf-8", "replace")
+        ctx.reason = go_text(self._result_bytes(ptr, length, "result.status_reason"))
         if ctx.batch_reasons is not None and ctx.node_index is not None:
             ctx.batch_reasons[ctx.node_index()] = ctx.reason
 
@@ -229,18 +236,16 @@ class HostFunctions:
         data = self._result_bytes(ptr, length, "result.node_names")
         if self._reject_result("result.node_names", ("prefilter",)):
             return
-        names = data.decode("utf-8", errors="replace").split("\0")
-        if names and names[-1] == "":
-            names.pop()
-        self._ctx("result.node_names").node_names = names
+        # As the reference host: empty entries and bytes after the last NUL are dropped,
+        # and no name at all is no subset (every node), not an empty one.
+        names = go_cstrings(data)
+        self._ctx("result.node_names").node_names = names or None
 
     def nominated_node_name(self, ptr: int, length: int) -> None:
         data = self._result_bytes(ptr, length, "result.nominated_node_name")
         if self._reject_result("result.nominated_node_name", ("postfilter",)):
             return
-        self._ctx("result.nominated_node_name").nominated_node_name = data.decode(
-            "utf-8", "replace"
-        )
+        self._ctx("result.nominated_node_name").nominated_node_name = go_text(data)
 
     def normalized_score_list(self, ptr: int, length: int) -> None:
         data = self._result_bytes(ptr, length, "result.normalized_score_list")
@@ -248,16 +253,12 @@ class HostFunctions:
             return
         ctx = self._ctx("result.normalized_score_list")
         try:
-            scores = json.loads(data)
-            if not isinstance(scores, dict) or not all(
-                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
-                for k, v in scores.items()
-            ):
-                raise ValueError("expected a JSON object of node name -> integer score")
-        except ValueError as exc:
+            scores = go_score_map(data)
+        except GoJSONError as exc:
             ctx.result_error = f"malformed normalized score list: {exc}"
             return
-        ctx.normalized_scores = scores
+        # `null` (the SDK's nil map) and `{}` both leave every score as it was.
+        ctx.normalized_scores = scores or None
 
     def cluster_events(self, ptr: int, length: int) -> None:
         data = self._result_bytes(ptr, length, "result.cluster_events")
@@ -283,10 +284,8 @@ class HostFunctions:
         data = self._result_bytes(ptr, length, "handle.eventrecorder.eventf")
         ctx = self._ctx("handle.eventrecorder.eventf")
         try:
-            event = json.loads(data)
-            if not isinstance(event, dict):
-                raise ValueError("expected a JSON object")
-        except ValueError as exc:
+            event = go_event(data)
+        except GoJSONError as exc:
             self.log.warning(
                 "guest.event_malformed",
                 **ctx.log_fields,
@@ -305,7 +304,7 @@ class HostFunctions:
     def reject_waiting_pod(self, uid_ptr: int, uid_len: int, out: int, out_limit: int) -> None:
         mem = self._mem()
         ctx = self._ctx("handle.reject_waiting_pod")
-        uid = mem.read_str(uid_ptr, uid_len, "reject_waiting_pod uid")
+        uid = go_text(mem.read(uid_ptr, uid_len, "reject_waiting_pod uid"))
         if (out_limit & 0xFFFF_FFFF) >= 8:
             mem.check(out, 8, "reject_waiting_pod out")  # before the side effect
         rejected = ctx.handle.reject_waiting_pod(
@@ -317,7 +316,7 @@ class HostFunctions:
     def get_waiting_pod(self, uid_ptr: int, uid_len: int, out: int, out_limit: int) -> None:
         mem = self._mem()
         ctx = self._ctx("handle.get_waiting_pod")
-        uid = mem.read_str(uid_ptr, uid_len, "get_waiting_pod uid")
+        uid = go_text(mem.read(uid_ptr, uid_len, "get_waiting_pod uid"))
         pod = ctx.handle.get_waiting_pod(uid)
         if pod is not None:
             mem.give(encode_pod(pod), out, out_limit, "get_waiting_pod out")
@@ -339,7 +338,7 @@ class HostFunctions:
         if self._dropped(severity):
             self._mem().check_read(msg_ptr, msg_len, "log message")
             return
-        message = self._mem().read_str(msg_ptr, msg_len, "log message")
+        message = go_text(self._mem().read(msg_ptr, msg_len, "log message"))
         self._emit(severity, message, {})
 
     def klogs(self, severity: int, msg_ptr: int, msg_len: int, kvs_ptr: int, kvs_len: int) -> None:
@@ -348,10 +347,8 @@ class HostFunctions:
             mem.check_read(msg_ptr, msg_len, "logs message")
             mem.check_read(kvs_ptr, kvs_len, "logs kvs")
             return
-        message = mem.read_str(msg_ptr, msg_len, "logs message")
-        parts = mem.read_str(kvs_ptr, kvs_len, "logs kvs").split("\0")
-        if parts and parts[-1] == "":
-            parts.pop()
+        message = go_text(mem.read(msg_ptr, msg_len, "logs message"))
+        parts = go_cstrings(mem.read(kvs_ptr, kvs_len, "logs kvs"))
         fields: dict[str, str] = {}
         for i in range(0, len(parts) - 1, 2):
             fields[f"kv_{parts[i]}" if parts[i] in _RESERVED else parts[i]] = parts[i + 1]
