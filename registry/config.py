@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from registry.errors import clip, shown
+
 
 class PluginConfigError(ValueError):
     """A wasm plugin's args are malformed."""
 
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-
 @dataclass(frozen=True)
 class PoolConfig:
     """How many instances of one plugin exist and for how long they stay idle."""
@@ -30,7 +30,10 @@ class PoolConfig:
     #: Seconds an idle instance beyond `min_idle` lives before it is stopped.
     idle_seconds: float = 60.0
     #: Upper bound on live instances (0: no bound). Reaching it gives the pod an Error.
-    max_instances: int = 0
+    #: Every instance maps its own stacks and linear memory, so an unbounded pool lets
+    #: held pods (an extender waiting for binds) exhaust the process: the default keeps
+    #: guest memory within 256 x `limits.memoryLimitMiB` and the actor threads bounded.
+    max_instances: int = 256
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ class PluginConfig:
         """Parse a `pluginConfig[].args` mapping (camelCase keys, as in YAML)."""
 
         def fail(what: str) -> PluginConfigError:
-            return PluginConfigError(f"plugin {name!r}: {what}")
+            return PluginConfigError(f"plugin {shown(name)}: {what}")
 
         if not isinstance(args, Mapping):
             raise fail(f"args must be a mapping, got {type(args).__name__}")
@@ -81,7 +84,7 @@ class PluginConfig:
             raise fail("args.guestConfig must be a string (the guest parses it itself)")
         severity = args.get("logSeverity", 0)
         if isinstance(severity, bool) or not isinstance(severity, int) or not 0 <= severity <= 3:
-            raise fail(f"args.logSeverity must be 0 (info), 1 (warning), 2 (error) or 3 (fatal), got {severity!r}")
+            raise fail(f"args.logSeverity must be 0 (info), 1 (warning), 2 (error) or 3 (fatal), got {shown(severity)}")
         argv = args.get("args", [])
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
             raise fail("args.args must be a list of strings (the guest's argv, argv[0] included)")
@@ -106,14 +109,14 @@ class PluginConfig:
             table_elements_limit=_positive(limit_args, "tableElementsLimit",
                                            LimitsConfig.table_elements_limit, fail),
         )
-        unknown_limits = sorted(set(limit_args) - {"callTimeoutMs", "startTimeoutMs", "memoryLimitMiB",
-                                                   "tableElementsLimit"})
+        known_limits = {"callTimeoutMs", "startTimeoutMs", "memoryLimitMiB", "tableElementsLimit"}
+        unknown_limits = sorted(str(key) for key in set(limit_args) - known_limits)
         if unknown_limits:
-            raise fail(f"unknown args.limits field(s) {', '.join(unknown_limits)}")
+            raise fail(f"unknown args.limits field(s) {clip(', '.join(unknown_limits))}")
         known = {"guestURL", "guestConfig", "logSeverity", "args", "guestSHA256", "pool", "limits"}
-        unknown = sorted(set(args) - known)
+        unknown = sorted(str(key) for key in set(args) - known)
         if unknown:
-            raise fail(f"unknown args field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+            raise fail(f"unknown args field(s) {clip(', '.join(unknown))}; known: {', '.join(sorted(known))}")
         return cls(
             name=name,
             guest_url=url,
@@ -130,14 +133,14 @@ class PluginConfig:
 def _non_negative(args: Mapping[str, Any], key: str, default: Any, fail: Any, kind: type) -> Any:
     value = args.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise fail(f"args.pool.{key} must be a non-negative number, got {value!r}")
+        raise fail(f"args.pool.{key} must be a non-negative number, got {shown(value)}")
     if kind is int and value != int(value):
-        raise fail(f"args.pool.{key} must be a whole number, got {value!r}")
+        raise fail(f"args.pool.{key} must be a whole number, got {shown(value)}")
     return kind(value)
 
 
 def _positive(args: Mapping[str, Any], key: str, default: int, fail: Any) -> int:
     value = args.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise fail(f"args.limits.{key} must be a positive whole number, got {value!r}")
+        raise fail(f"args.limits.{key} must be a positive whole number, got {shown(value)}")
     return value

@@ -8,10 +8,16 @@ at a local endpoint that records the request).
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 import structlog
+
+from adapters.framework.cluster import parse_yaml_documents, read_regular_file
+from adapters.framework.errors import UserError, clip
 
 log = structlog.get_logger("adapters.extender.binder")
 
@@ -41,9 +47,18 @@ class KubernetesBinder:
             configuration.host = api_server.rstrip("/")
             api_client = client.ApiClient(configuration)
         elif kubeconfig:
-            api_client = config.new_client_from_config(config_file=kubeconfig)
+            check_kubeconfig(Path(kubeconfig))
+            try:
+                api_client = config.new_client_from_config(config_file=kubeconfig, persist_config=False)
+            except Exception as exc:  # ConfigException, OSError, ValueError from the client's loader
+                first = (str(exc).splitlines() or [type(exc).__name__])[0]
+                raise UserError(f"{kubeconfig}: kubeconfig: {clip(first, 240)}") from None
         else:
-            config.load_incluster_config()
+            try:
+                config.load_incluster_config()
+            except Exception as exc:  # ConfigException: the service account's token or CA is missing
+                first = (str(exc).splitlines() or [type(exc).__name__])[0]
+                raise UserError(f"in-cluster credentials: {clip(first, 240)}") from None
             api_client = client.ApiClient()
         self._api = client.CoreV1Api(api_client)
         self._client = client
@@ -67,3 +82,82 @@ class KubernetesBinder:
             return f"binding {namespace}/{name} to {node} failed: {str(exc).splitlines()[0] if str(exc) else exc}"
         log.info("bind.api_created", pod=f"{namespace}/{name}", pod_uid=uid, node=node)
         return ""
+
+
+def find_kubeconfig(environ: Mapping[str, str], home: Path) -> Path | None:
+    """The kubeconfig kubectl would read without --kubeconfig: the first existing file of
+    ``$KUBECONFIG`` (a list separated by the path separator), else ``~/.kube/config``; None if none exists.
+
+    kubectl merges every file of ``$KUBECONFIG``; this reads the first existing one, which
+    is where kubectl takes the current context from when the files do not conflict.
+    """
+    listed = environ.get("KUBECONFIG", "")
+    if listed:
+        for entry in listed.split(os.pathsep):
+            if entry and Path(entry).expanduser().exists():
+                return Path(entry).expanduser()
+        return None
+    default = home / ".kube" / "config"
+    return default if default.exists() else None
+
+
+def check_kubeconfig(path: Path) -> None:
+    """UserError naming `path` and the problem unless it is a kubeconfig whose current
+    context names a cluster (with a server) and, when it names one, a user, and every
+    certificate or key file it names is readable."""
+    docs = parse_yaml_documents(_text(path), str(path))
+    doc = docs[0] if len(docs) == 1 else None
+    if not isinstance(doc, Mapping):
+        raise UserError(f"{path}: not a kubeconfig (expected one mapping with clusters, contexts and users)")
+    current = doc.get("current-context")
+    if not isinstance(current, str) or not current:
+        raise UserError(f"{path}: no current-context (set one with `kubectl config use-context`)")
+    context = _entry(doc, "contexts", "context", current, path)
+    cluster_name = context.get("cluster")
+    if not isinstance(cluster_name, str) or not cluster_name:
+        raise UserError(f"{path}: context {clip(current)!r} names no cluster")
+    cluster = _entry(doc, "clusters", "cluster", cluster_name, path)
+    if not isinstance(cluster.get("server"), str) or not cluster.get("server"):
+        raise UserError(f"{path}: cluster {clip(cluster_name)!r} has no server")
+    files = [("certificate-authority", cluster.get("certificate-authority"))]
+    user_name = context.get("user")
+    if user_name is not None:
+        if not isinstance(user_name, str):
+            raise UserError(f"{path}: context {clip(current)!r}: user: expected a name")
+        if user_name:
+            user = _entry(doc, "users", "user", user_name, path)
+            files += [("client-certificate", user.get("client-certificate")), ("client-key", user.get("client-key")),
+                      ("tokenFile", user.get("tokenFile"))]
+    for field, name in files:
+        if name is None or name == "":
+            continue
+        if not isinstance(name, str):
+            raise UserError(f"{path}: {field}: expected a file name")
+        target = Path(name).expanduser()
+        if not target.is_absolute():
+            target = path.parent / target  # kubectl resolves it against the kubeconfig's directory
+        try:
+            with open(target, "rb") as file:
+                file.read(1)
+        except OSError as exc:
+            raise UserError(f"{path}: {field} {clip(str(target))}: cannot read it: {exc.strerror or exc}") from None
+
+
+def _text(path: Path) -> str:
+    try:
+        return read_regular_file(path, "kubeconfig").decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: cannot read the kubeconfig file: not UTF-8 text") from None
+
+
+def _entry(doc: Mapping[str, Any], section: str, key: str, name: str, path: Path) -> Mapping[str, Any]:
+    """The `key` mapping of the entry `name` of a kubeconfig list (contexts, clusters, users)."""
+    entries = doc.get(section)
+    for entry in entries if isinstance(entries, list) else ():
+        if isinstance(entry, Mapping) and entry.get("name") == name:
+            body = entry.get(key) or {}
+            if not isinstance(body, Mapping):
+                raise UserError(f"{path}: {section[:-1]} {clip(name)!r}: {key}: expected a mapping")
+            return body
+    singular = section[:-1]
+    raise UserError(f"{path}: no {singular} named {clip(name)!r} in {section}")

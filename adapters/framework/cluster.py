@@ -11,6 +11,8 @@ Objects of other kinds are skipped with a warning.
 
 from __future__ import annotations
 
+import os
+import stat
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ from typing import Any
 import structlog
 import yaml
 
-from adapters.framework.errors import UserError, where
+from adapters.framework.errors import UserError, clip, shown, where
 from adapters.framework.pods import KubeObject, PodInfo, node_name_of, pod_key
 from adapters.framework.resources import QuantityError, Resources
 from adapters.framework.snapshot import NodeInfo, Snapshot
@@ -31,6 +33,72 @@ log = structlog.get_logger("adapters.framework.cluster")
 BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 _LIST_KINDS = {"List": None, "NodeList": "Node", "PodList": "Pod", "PriorityClassList": "PriorityClass"}
 _TERMINAL_PHASES = ("Succeeded", "Failed")
+MIB = 1024 * 1024
+#: Largest scheduler configuration, cluster snapshot or kubeconfig file read, in bytes.
+MAX_FILE_BYTES = 256 * MIB
+
+
+#: What the loader and the plugins read of an object, by type, so a wrong type is one
+#: line at load time, not a traceback later: a type, a nested shape (a mapping of
+#: field -> shape), a one-item list (a list of that shape), or `_STRING_MAP` (labels).
+#: None stands for an absent field; unknown fields are not checked.
+_STRING_MAP = "string map"
+_OBJECT: Mapping[str, Any] = {
+    "metadata": {"name": str, "namespace": str, "uid": str, "labels": _STRING_MAP, "annotations": _STRING_MAP},
+}
+_CONTAINER = {"name": str, "image": str, "resources": {"requests": Mapping, "limits": Mapping},
+              "ports": [{"hostPort": int, "containerPort": int, "protocol": str, "hostIP": str}]}
+_SHAPES: Mapping[str, Mapping[str, Any]] = {
+    "Node": {
+        **_OBJECT,
+        "spec": {"unschedulable": bool, "taints": [{"key": str, "value": str, "effect": str}]},
+        "status": {"allocatable": Mapping, "capacity": Mapping, "images": [{"names": [str], "sizeBytes": int}]},
+    },
+    "Pod": {
+        **_OBJECT,
+        "spec": {"nodeName": str, "schedulerName": str, "priorityClassName": str, "nodeSelector": _STRING_MAP,
+                 "tolerations": [{"key": str, "operator": str, "value": str, "effect": str,
+                                  "tolerationSeconds": int}],
+                 "affinity": Mapping, "overhead": Mapping, "containers": [_CONTAINER],
+                 "initContainers": [_CONTAINER], "topologySpreadConstraints": [Mapping], "volumes": [Mapping]},
+        "status": {"phase": str, "nominatedNodeName": str},
+    },
+}
+
+
+def _shape_problem(value: Any, shape: Any, at: str) -> str:
+    """"field: expected ..., got ..." for the first value of the wrong type, "" when all fit."""
+    if value is None:
+        return ""
+    prefix = f"{at}: " if at else ""
+    if shape == _STRING_MAP:
+        if not isinstance(value, Mapping):
+            return f"{prefix}expected a mapping of strings, got {type(value).__name__}"
+        for key, item in value.items():
+            if not isinstance(key, str) or not isinstance(item, str):
+                bad = key if not isinstance(key, str) else item
+                return f"{at}.{clip(str(key))}: expected a string (quote it), got {type(bad).__name__} {shown(bad)}"
+        return ""
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{prefix}expected a list, got {type(value).__name__}"
+        for i, item in enumerate(value):
+            problem = _shape_problem(item, shape[0], f"{at}[{i}]")
+            if problem:
+                return problem
+        return ""
+    if isinstance(shape, Mapping):
+        if not isinstance(value, Mapping):
+            return f"{prefix}expected a mapping, got {type(value).__name__}"
+        for field, inner in shape.items():
+            problem = _shape_problem(value.get(field), inner, f"{at}.{field}" if at else field)
+            if problem:
+                return problem
+        return ""
+    if not isinstance(value, shape) or (shape is int and isinstance(value, bool)):
+        expected = {str: "a string", int: "an integer", bool: "true or false", Mapping: "a mapping"}[shape]
+        return f"{prefix}expected {expected}, got {type(value).__name__} {shown(value)}"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -55,23 +123,68 @@ class Cluster:
         return matches[0] if len(matches) == 1 else None
 
 
-def read_yaml_documents(path: Path, what: str) -> list[Any]:
-    """Every YAML document of a file; UserError for a missing file or bad YAML."""
+def yaml_loader() -> type[Any]:
+    """libyaml's safe loader when PyYAML was built with it (several times faster), else the pure one."""
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def read_regular_file(path: Path, what: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most `max_bytes`; UserError for anything else.
+
+    The path is stat'ed first: a device (``/dev/zero``), a FIFO or a socket is refused
+    without being opened (opening a FIFO blocks until a writer comes), and so is a file
+    larger than `max_bytes`. The read is bounded too, for a file that grows meanwhile.
+    """
     try:
-        text = path.read_text(encoding="utf-8")
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
         raise UserError(f"{path}: no such {what} file") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, not a {what} file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         raise UserError(f"{path}: cannot read the {what} file: {getattr(exc, 'strerror', None) or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise UserError(f"{path}: is a directory, not a {what} file")
+    if not stat.S_ISREG(mode):
+        raise UserError(f"{path}: not a regular file (a device, FIFO or socket); give a {what} file")
+    limit = f"the largest {what} file read is {max_bytes // MIB} MiB" if max_bytes >= MIB else \
+        f"the largest {what} file read is {max_bytes} bytes"
     try:
-        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+        # O_NONBLOCK: were the path swapped for a FIFO since the stat, opening it must not block.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise UserError(f"{path}: not a regular file (a device, FIFO or socket); give a {what} file")
+            if os.fstat(file.fileno()).st_size > max_bytes:
+                raise UserError(f"{path}: the {what} file is too large ({limit})")
+            data = file.read(max_bytes + 1)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the {what} file: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise UserError(f"{path}: the {what} file is too large ({limit})")
+    return data
+
+
+def parse_yaml_documents(text: str, source: str, loader: type[Any] | None = None) -> list[Any]:
+    """Every non-empty YAML document of `text`; UserError naming `source` for bad YAML."""
+    try:
+        return [doc for doc in yaml.load_all(text, Loader=loader or yaml_loader()) if doc is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"{path}: invalid YAML{at}: {problem}") from None
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["unparsable"])[0]
+        raise UserError(f"{source}: invalid YAML{at}: {clip(str(problem))}") from None
+    except RecursionError:
+        raise UserError(f"{source}: invalid YAML: nested too deeply") from None
+
+
+def read_yaml_documents(path: Path, what: str) -> list[Any]:
+    """Every YAML document of a file; UserError for a missing or irregular file, or bad YAML."""
+    data = read_regular_file(path, what)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: cannot read the {what} file: not UTF-8 text ({exc.reason} at byte {exc.start})") \
+            from None
+    return parse_yaml_documents(text, str(path))
 
 
 def load_cluster(path: str | Path) -> Cluster:
@@ -86,7 +199,7 @@ def _flatten(docs: Iterable[Any], source: str) -> list[tuple[str, dict[str, Any]
         here = f"document {d + 1}"
         if not isinstance(doc, Mapping):
             raise UserError(where(source, here, f"expected a Kubernetes object, got {type(doc).__name__}"))
-        kind = doc.get("kind")
+        kind = _kind(doc, source, here)
         if kind in _LIST_KINDS:
             items = doc.get("items") or []
             if not isinstance(items, list):
@@ -95,12 +208,24 @@ def _flatten(docs: Iterable[Any], source: str) -> list[tuple[str, dict[str, Any]
                 if not isinstance(item, Mapping):
                     raise UserError(where(source, f"{here} ({kind})", f"items[{i}]: expected an object"))
                 item = dict(item)
-                if not item.get("kind") and _LIST_KINDS[kind]:
+                at = f"{here} ({kind}) items[{i}]"
+                if not _kind(item, source, at) and _LIST_KINDS[kind]:
                     item["kind"] = _LIST_KINDS[kind]
-                out.append((f"{here} ({kind}) items[{i}]", item))
+                out.append((at, item))
         else:
             out.append((here, dict(doc)))
     return out
+
+
+def _kind(obj: Mapping[str, Any], source: str, here: str) -> str:
+    """The object's kind ("" when missing); UserError when it is not a string."""
+    kind = obj.get("kind")
+    if kind is None:
+        return ""
+    if not isinstance(kind, str):
+        raise UserError(where(source, here, f"kind: expected a string such as Node, Pod or List, "
+                                            f"got {type(kind).__name__} {shown(kind)}"))
+    return kind
 
 
 def _named(obj: Mapping[str, Any], kind: str, here: str, source: str) -> str:
@@ -109,7 +234,13 @@ def _named(obj: Mapping[str, Any], kind: str, here: str, source: str) -> str:
         raise UserError(where(source, f"{kind} at {here}", "metadata: missing"))
     name = meta.get("name")
     if not isinstance(name, str) or not name:
-        raise UserError(where(source, f"{kind} at {here}", "metadata.name: missing"))
+        got = "missing" if name is None or name == "" else f"expected a string, got {type(name).__name__}"
+        raise UserError(where(source, f"{kind} at {here}", f"metadata.name: {got}"))
+    problem = _shape_problem(obj, _SHAPES.get(kind, _OBJECT), "")
+    if problem:
+        namespace = meta.get("namespace") or "default"
+        label = f"{namespace}/{name}" if kind == "Pod" and isinstance(namespace, str) else name
+        raise UserError(where(source, f"{kind} {clip(label)}", problem))
     return name
 
 
@@ -122,27 +253,28 @@ def cluster_from_objects(docs: Iterable[Any], source: str = "<cluster>") -> Clus
     pods: list[tuple[str, dict[str, Any]]] = []
     skipped: dict[str, int] = {}
     for here, obj in objects:
-        kind = obj.get("kind")
+        kind = _kind(obj, source, here)
         if not kind:
             raise UserError(where(source, here, "kind: missing (expected Node, Pod or a List of them)"))
         if kind == "PriorityClass":
             name = _named(obj, kind, here, source)
             value = obj.get("value")
             if isinstance(value, bool) or not isinstance(value, int):
-                raise UserError(where(source, f"PriorityClass {name}", "value: expected an integer"))
+                raise UserError(where(source, f"PriorityClass {clip(name)}",
+                                      f"value: expected an integer, got {shown(value)}"))
             priority_classes[name] = value
             if obj.get("globalDefault"):
                 default_priority = value
         elif kind == "Node":
             name = _named(obj, kind, here, source)
             if name in nodes:
-                raise UserError(where(source, f"Node {name}", "metadata.name: a second node of that name"))
+                raise UserError(where(source, f"Node {clip(name)}", "metadata.name: a second node of that name"))
             nodes[name] = obj
         elif kind == "Pod":
             _named(obj, kind, here, source)
             pods.append((here, obj))
         else:
-            skipped[str(kind)] = skipped.get(str(kind), 0) + 1
+            skipped[clip(kind)] = skipped.get(clip(kind), 0) + 1
     if skipped:
         log.warning("cluster.objects_skipped", source=source, kinds=skipped)
     if not nodes and not pods:
@@ -160,16 +292,16 @@ def cluster_from_objects(docs: Iterable[Any], source: str = "<cluster>") -> Clus
         pod = _complete_pod(obj, priority_classes, default_priority, source)
         key = pod_key(pod)
         if key in seen:
-            raise UserError(where(source, f"Pod {key}", "metadata.name: a second pod of that name"))
+            raise UserError(where(source, f"Pod {clip(key)}", "metadata.name: a second pod of that name"))
         seen.add(key)
         if (pod.get("status") or {}).get("phase") in _TERMINAL_PHASES:
             continue
         try:
             info = PodInfo.of(pod)
         except QuantityError as exc:
-            raise UserError(where(source, f"Pod {key}", str(exc))) from None
+            raise UserError(where(source, f"Pod {clip(key)}", clip(str(exc), 240))) from None
         if info.uid in uids:
-            raise UserError(where(source, f"Pod {key}", f"metadata.uid: {info.uid} is used by another pod"))
+            raise UserError(where(source, f"Pod {clip(key)}", f"metadata.uid: {clip(info.uid)} is used by another pod"))
         uids.add(info.uid)
         node = node_name_of(pod)
         if not node:
@@ -190,18 +322,18 @@ def _allocatable(node: KubeObject, source: str) -> Resources:
         return Resources.from_list(status.get("allocatable") or status.get("capacity"))
     except QuantityError as exc:
         name = (node.get("metadata") or {}).get("name")
-        raise UserError(where(source, f"Node {name}", f"{field}.{exc}")) from None
+        raise UserError(where(source, f"Node {clip(str(name))}", clip(f"{field}.{exc}", 240))) from None
 
 
 def _complete_pod(obj: dict[str, Any], classes: Mapping[str, int], default: int, source: str) -> dict[str, Any]:
     """What the API server adds: namespace, uid, a resolved priority."""
     meta = dict(obj["metadata"])
-    meta.setdefault("namespace", "default")
+    meta["namespace"] = meta.get("namespace") or "default"
     pod = dict(obj)
     pod["metadata"] = meta
-    key = f"{meta['namespace']}/{meta['name']}"
+    key = clip(f"{meta['namespace']}/{meta['name']}")
     if not meta.get("uid"):
-        meta["uid"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"wasm-scheduler:pod:{key}"))
+        meta["uid"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"wasm-scheduler:pod:{meta['namespace']}/{meta['name']}"))
     spec = pod.get("spec")
     if not isinstance(spec, Mapping):
         raise UserError(where(source, f"Pod {key}", "spec: missing"))
@@ -211,12 +343,15 @@ def _complete_pod(obj: dict[str, Any], classes: Mapping[str, int], default: int,
     priority = spec.get("priority")
     if priority is None:
         class_name = spec.get("priorityClassName")
+        if class_name is not None and not isinstance(class_name, str):
+            raise UserError(where(source, f"Pod {key}", "spec.priorityClassName: expected a string, got "
+                                  f"{type(class_name).__name__} {shown(class_name)}"))
         if class_name and class_name not in classes:
-            raise UserError(where(source, f"Pod {key}", f"spec.priorityClassName: no PriorityClass {class_name!r} "
-                                  "in the file (or give spec.priority)"))
+            raise UserError(where(source, f"Pod {key}", f"spec.priorityClassName: no PriorityClass "
+                                  f"{shown(class_name)} in the file (or give spec.priority)"))
         spec = dict(spec)
         spec["priority"] = classes[class_name] if class_name else default
         pod["spec"] = spec
     elif isinstance(priority, bool) or not isinstance(priority, int):
-        raise UserError(where(source, f"Pod {key}", f"spec.priority: expected an integer, got {priority!r}"))
+        raise UserError(where(source, f"Pod {key}", f"spec.priority: expected an integer, got {shown(priority)}"))
     return pod

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.framework.cluster import read_yaml_documents
-from adapters.framework.errors import UserError
+from adapters.framework.errors import UserError, clip, shown
 from adapters.framework.plugins import DEFAULT_MULTIPOINT
 from adapters.framework.pods import DEFAULT_SCHEDULER_NAME
 
@@ -132,11 +132,17 @@ def _list(value: Any, where: str, field: str) -> list[Any]:
     return value
 
 
+def _unknown(raw: Mapping[Any, Any], known: set[str]) -> str:
+    """The first (sorted) field of `raw` not in `known`, shown for an error; "" when there is none."""
+    unknown = sorted(clip(str(key)) if isinstance(key, str) else shown(key) for key in raw if key not in known)
+    return unknown[0] if unknown else ""
+
+
 def _percentage(value: Any, where: str, field: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
-        raise _fail(where, field, f"expected an integer from 0 to 100, got {value!r}")
+        raise _fail(where, field, f"expected an integer from 0 to 100, got {shown(value)}")
     return value
 
 
@@ -145,19 +151,19 @@ def config_from_dict(doc: Any, source: str = "<configuration>", base_dir: str = 
     if not isinstance(doc, Mapping):
         raise UserError(f"{source}: expected a KubeSchedulerConfiguration mapping, got {type(doc).__name__}")
     if doc.get("kind") != KIND:
-        raise _fail(source, "kind", f"expected {KIND}, got {doc.get('kind')!r}")
+        raise _fail(source, "kind", f"expected {KIND}, got {shown(doc.get('kind'))}")
     if doc.get("apiVersion") != API_VERSION:
-        raise _fail(source, "apiVersion", f"expected {API_VERSION}, got {doc.get('apiVersion')!r}")
+        raise _fail(source, "apiVersion", f"expected {API_VERSION}, got {shown(doc.get('apiVersion'))}")
     known = {"apiVersion", "kind", "profiles", "percentageOfNodesToScore", "parallelism", "extenders",
              *_IGNORED_TOP}
-    unknown = sorted(set(doc) - known)
+    unknown = _unknown(doc, known)
     if unknown:
-        raise _fail(source, unknown[0], "unknown field of KubeSchedulerConfiguration")
+        raise _fail(source, unknown, "unknown field of KubeSchedulerConfiguration")
     if _list(doc.get("extenders"), source, "extenders"):
         raise _fail(source, "extenders", "scheduler extenders are not supported by this simulator")
     parallelism = doc.get("parallelism", 16)
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
-        raise _fail(source, "parallelism", f"expected a positive integer, got {parallelism!r}")
+        raise _fail(source, "parallelism", f"expected a positive integer, got {shown(parallelism)}")
     percentage = _percentage(doc.get("percentageOfNodesToScore"), source, "percentageOfNodesToScore")
     raw_profiles = _list(doc.get("profiles"), source, "profiles") or [{}]
     profiles = []
@@ -166,7 +172,7 @@ def config_from_dict(doc: Any, source: str = "<configuration>", base_dir: str = 
         profile = _profile(raw, f"{source}: profiles[{i}]")
         if profile.scheduler_name in names:
             raise _fail(f"{source}: profiles[{i}]", "schedulerName",
-                        f"{profile.scheduler_name!r} is the name of another profile")
+                        f"{shown(profile.scheduler_name)} is the name of another profile")
         names.add(profile.scheduler_name)
         profiles.append(profile)
     return SchedulerConfig(source, base_dir, tuple(profiles), percentage, parallelism)
@@ -174,18 +180,18 @@ def config_from_dict(doc: Any, source: str = "<configuration>", base_dir: str = 
 
 def _profile(raw: Any, at: str) -> ProfileConfig:
     raw = _mapping(raw, at, "")
-    unknown = sorted(set(raw) - {"schedulerName", "plugins", "pluginConfig", "percentageOfNodesToScore"})
+    unknown = _unknown(raw, {"schedulerName", "plugins", "pluginConfig", "percentageOfNodesToScore"})
     if unknown:
-        raise _fail(at, unknown[0], "unknown field of a profile")
+        raise _fail(at, unknown, "unknown field of a profile")
     name = raw.get("schedulerName") or DEFAULT_SCHEDULER_NAME
     if not isinstance(name, str):
-        raise _fail(at, "schedulerName", "expected a string")
-    where = f"{at} ({name})"
+        raise _fail(at, "schedulerName", f"expected a string, got {type(name).__name__} {shown(name)}")
+    where = f"{at} ({clip(name)})"
     percentage = _percentage(raw.get("percentageOfNodesToScore"), where, "percentageOfNodesToScore")
     plugins = _mapping(raw.get("plugins"), where, "plugins")
-    unknown = sorted(set(plugins) - set(_PLUGIN_SETS))
+    unknown = _unknown(plugins, set(_PLUGIN_SETS))
     if unknown:
-        raise _fail(where, f"plugins.{unknown[0]}", f"unknown extension point (known: {', '.join(_PLUGIN_SETS)})")
+        raise _fail(where, f"plugins.{unknown}", f"unknown extension point (known: {', '.join(_PLUGIN_SETS)})")
     custom = {point: _plugin_set(plugins.get(point), where, f"plugins.{point}") for point in _PLUGIN_SETS}
     if custom["preEnqueue"].enabled:
         ref = custom["preEnqueue"].enabled[0]
@@ -201,19 +207,20 @@ def _profile(raw: Any, at: str) -> ProfileConfig:
         if not isinstance(plugin, str) or not plugin:
             raise _fail(where, f"{here}.name", "expected a plugin name")
         if plugin in args:
-            raise _fail(where, f"{here}.name", f"a second pluginConfig entry for {plugin!r}")
-        unknown = sorted(set(entry) - {"name", "args"})
+            raise _fail(where, f"{here}.name", f"a second pluginConfig entry for {shown(plugin)}")
+        unknown = _unknown(entry, {"name", "args"})
         if unknown:
-            raise _fail(where, f"{here}.{unknown[0]}", "unknown field of a pluginConfig entry")
-        args[plugin] = PluginArgs(_mapping(entry.get("args"), where, f"{here}.args"), f"{where}: {here} ({plugin})")
+            raise _fail(where, f"{here}.{unknown}", "unknown field of a pluginConfig entry")
+        args[plugin] = PluginArgs(_mapping(entry.get("args"), where, f"{here}.args"),
+                                  f"{where}: {here} ({clip(plugin)})")
     return ProfileConfig(name, merged, args, percentage, where)
 
 
 def _plugin_set(raw: Any, where: str, field: str) -> PluginSet:
     raw = _mapping(raw, where, field)
-    unknown = sorted(set(raw) - {"enabled", "disabled"})
+    unknown = _unknown(raw, {"enabled", "disabled"})
     if unknown:
-        raise _fail(where, f"{field}.{unknown[0]}", "unknown field (expected enabled or disabled)")
+        raise _fail(where, f"{field}.{unknown}", "unknown field (expected enabled or disabled)")
     enabled = []
     for i, item in enumerate(_list(raw.get("enabled"), where, f"{field}.enabled")):
         ref_at = f"{field}.enabled[{i}]"
@@ -223,7 +230,7 @@ def _plugin_set(raw: Any, where: str, field: str) -> PluginSet:
             raise _fail(where, f"{ref_at}.name", "expected a plugin name")
         weight = item.get("weight", 0)
         if isinstance(weight, bool) or not isinstance(weight, int) or weight < 0:
-            raise _fail(where, f"{ref_at}.weight", f"expected a non-negative integer, got {weight!r}")
+            raise _fail(where, f"{ref_at}.weight", f"expected a non-negative integer, got {shown(weight)}")
         enabled.append(PluginRef(name, weight, ref_at))
     disabled = set()
     for i, item in enumerate(_list(raw.get("disabled"), where, f"{field}.disabled")):

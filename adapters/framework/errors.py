@@ -4,10 +4,13 @@ This module owns `UserError`, the one exception the framework raises for mistake
 what the user gave it (a scheduler configuration, a cluster snapshot, a plugin's
 args, a guest that does not load). Its message is one line naming the file, the
 object and the field; the CLI prints it as ``error: <message>`` and exits with 2.
-Everything else that escapes the framework is a bug.
+Everything else that escapes the framework is a bug. `shown` and `clip` (from
+`registry.errors`) bound the user's values its messages echo.
 """
 
 from __future__ import annotations
+
+from registry.errors import SHOWN_LIMIT, clip, shown
 
 
 class UserError(Exception):
@@ -20,3 +23,6 @@ class UserError(Exception):
 def where(source: str, obj: str = "", field: str = "") -> str:
     """``file: object: field`` with the empty parts left out."""
     return ": ".join(part for part in (source, obj, field) if part)
+
+
+__all__ = ["SHOWN_LIMIT", "UserError", "clip", "shown", "where"]
