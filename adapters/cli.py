@@ -4,8 +4,10 @@ This module owns parsing arguments (argparse, one subcommand per job, so more ca
 added beside ``simulate``), setting up logging (`adapters.logs`, to stderr), running
 the command, and turning a user's mistake (`UserError`: a missing file, bad YAML, an
 unknown plugin, a guest that does not load) into one ``error: ...`` line on stderr and
-exit code 2. Results go to stdout: a table (with a progress bar for long runs) or
-exactly one JSON document.
+exit code 2. Whatever way a command ends, the actors and threads it started are stopped;
+a reader of stdout or stderr that goes away ends it quietly with status 141 (the
+``EXIT_*`` constants list every status). Results go to stdout: a table (with a
+progress bar for long runs) or exactly one JSON document.
 
     wasm-scheduler simulate [--config SCHED.yaml] [--cluster CLUSTER.yaml]
                             [--output table|json] [--explain POD] [--cpus auto|all|LIST]
@@ -20,23 +22,42 @@ exactly one JSON document.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pykka
 from rich.console import Console
 
 from adapters.cpu_affinity import ALL, AUTO, apply_cpus
 from adapters.framework.errors import UserError
+from adapters.framework.results import PodStatus
 from adapters.framework.simulation import DEFAULT_CLUSTER, DEFAULT_CONFIG, examples_dir, load_inputs, simulate
-from adapters.logs import FORMATS, LEVELS, configure_logging
+from adapters.logs import FORMATS, LEVELS, LogSink, configure_logging
 from adapters.report import ProgressBar, json_document, render_explain, render_table, write_json
-from adapters.trace import read_trace, render
+from adapters.trace import matching_pods, read_trace, render
 
+EXIT_OK = 0
 EXIT_USER_ERROR = 2
+#: simulate: at least one pod's cycle ended in Error (a guest trapped, a plugin failed).
+EXIT_POD_ERRORS = 3
+EXIT_INTERRUPTED = 130
+#: 128 + SIGPIPE: the reader of stdout or stderr went away (``... | head``).
+EXIT_BROKEN_PIPE = 141
+#: Seconds to wait for the actors and threads a failed command left behind to stop.
+STOP_TIMEOUT_S = 10.0
+
+EXIT_STATUSES = (f"Exit status: {EXIT_OK} when the command did its job (for simulate: every pending pod was "
+                 f"scheduled or found unschedulable); {EXIT_USER_ERROR} for a mistake in the command line or its "
+                 f"files, with one line saying which; {EXIT_POD_ERRORS} (simulate) when any pod's cycle ended in "
+                 f"Error; {EXIT_INTERRUPTED} when interrupted (SIGINT, SIGTERM); {EXIT_BROKEN_PIPE} when the "
+                 "reader of the output or the log went away; 1 for anything else.")
 
 
 def _logging_options(parser: argparse.ArgumentParser, top: bool) -> None:
@@ -58,14 +79,18 @@ def _cpus_option(parser: argparse.ArgumentParser, default: str = AUTO) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wasm-scheduler",
-        description="Run kube-scheduler plugins compiled to WebAssembly, in Python.")
+        description="Run kube-scheduler plugins compiled to WebAssembly, in Python.", epilog=EXIT_STATUSES)
     _logging_options(parser, top=True)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     sim = commands.add_parser(
         "simulate", help="schedule the pending pods of a cluster snapshot",
         description="Schedule the pending pods of a cluster snapshot with a KubeSchedulerConfiguration whose "
                     "plugins may be wasm guests. Without options it runs the example in "
-                    f"{examples_dir()}: {DEFAULT_CONFIG} on {DEFAULT_CLUSTER}.")
+                    f"{examples_dir()}: {DEFAULT_CONFIG} on {DEFAULT_CLUSTER}.",
+        epilog=f"Exit status: {EXIT_OK} when every pending pod was scheduled or found unschedulable (an "
+               f"unschedulable pod is a normal outcome); {EXIT_POD_ERRORS} when any pod's cycle ended in Error; "
+               f"{EXIT_USER_ERROR} for a mistake in the command line or its files; {EXIT_BROKEN_PIPE} when the "
+               "reader of the output or the log went away.")
     sim.add_argument("--config", type=Path, metavar="SCHED.yaml",
                      help=f"KubeSchedulerConfiguration (default: the example {DEFAULT_CONFIG})")
     sim.add_argument("--cluster", type=Path, metavar="CLUSTER.yaml",
@@ -83,9 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
     trace = commands.add_parser(
         "trace", help="rebuild each pod's cycle from a JSON log (--log-format json)",
         description="Read a log written with --log-format json (best with --log-level debug) and show, per pod, "
-                    "which instance of which wasm plugin served which extension points.")
+                    "which instance of which wasm plugin served which extension points.",
+        epilog=f"Exit status: {EXIT_OK} when every cycle was served by one instance; 1 when a cycle was served by "
+               f"more than one; {EXIT_USER_ERROR} when LOGFILE cannot be read, has no JSON log lines or no pod "
+               "named by --pod.")
     trace.add_argument("log", type=Path, metavar="LOGFILE", help="the JSON log ('-' for stdin)")
-    trace.add_argument("--pod", default="", help="only pods whose namespace/name contains this")
+    trace.add_argument("--pod", default="", metavar="POD",
+                       help="only this pod: namespace/name, name or uid")
     _logging_options(trace, top=False)
     trace.set_defaults(run=run_trace)
 
@@ -100,11 +129,27 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--cluster", type=Path, metavar="SNAPSHOT.yaml",
                      help="nodes (and pods) for node-cache-capable mode; reloaded when the file changes")
     ext.add_argument("--bind-timeout", type=float, default=30.0, metavar="SECONDS",
-                     help="reclaim a pod's instance when its bind has not come after prioritize (default: 30)")
+                     help="reclaim a pod's instance when its bind has not come after filter or prioritize "
+                          "(default: 30)")
+    ext.add_argument("--snapshot-poll", type=float, default=2.0, metavar="SECONDS",
+                     help="how often the --cluster snapshot file is checked for changes (default: 2)")
     ext.add_argument("--no-bind", action="store_true",
                      help="kube-scheduler binds (no bindVerb): instances stay in the scheduling slot")
     ext.add_argument("--kubeconfig", default="", help="credentials to create Bindings (default: in-cluster)")
     ext.add_argument("--api-server", default="", metavar="URL", help="API server URL to create Bindings at")
+    ext.add_argument("--read-timeout", type=float, default=30.0, metavar="SECONDS",
+                     help="drop a connection whose next request has not fully arrived in this time, idle keep-alive "
+                          "time included (default: 30)")
+    ext.add_argument("--max-connections", type=int, default=256, metavar="N",
+                     help="connections served at once; more get 503 and are closed (default: 256)")
+    ext.add_argument("--drain-seconds", type=float, default=10.0, metavar="SECONDS",
+                     help="on SIGTERM/SIGINT, how long requests in flight may take to finish (default: 10)")
+    ext.add_argument("--tls-cert", type=Path, metavar="FILE", help="serve HTTPS with this PEM certificate (chain)")
+    ext.add_argument("--tls-key", type=Path, metavar="FILE", help="the PEM private key of --tls-cert")
+    ext.add_argument("--client-ca", type=Path, metavar="FILE",
+                     help="require client certificates signed by these PEM CA certificates (mutual TLS)")
+    ext.add_argument("--token-file", type=Path, metavar="FILE",
+                     help="require 'Authorization: Bearer <token>' on every verb; the token is this file's content")
     # A server runs for long: the system may spread it (and its neighbours) as load moves;
     # `--cpus auto` or a list pins it where the operator decides.
     _cpus_option(ext, default=ALL)
@@ -150,10 +195,15 @@ def run_simulate(args: argparse.Namespace) -> int:
             render_explain(explained, console)
     else:
         write_json(json_document(report, explained), sys.stdout)
-    return 0
+    return EXIT_POD_ERRORS if report.count(PodStatus.ERROR) else EXIT_OK
+
+
+#: Pods named when --pod matches none of them.
+_PODS_SHOWN = 10
 
 
 def run_trace(args: argparse.Namespace) -> int:
+    source = "stdin" if str(args.log) == "-" else str(args.log)
     if str(args.log) == "-":
         lines = sys.stdin.read().splitlines()
     else:
@@ -161,11 +211,23 @@ def run_trace(args: argparse.Namespace) -> int:
             lines = args.log.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
             raise UserError(f"{args.log}: cannot read the log: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise UserError(f"{args.log}: cannot read the log: not UTF-8 text ({exc.reason} at byte {exc.start})") \
+                from None
     trace = read_trace(lines)
+    if trace.json_lines == 0:
+        raise UserError(f"{source} has no JSON log lines: run with --log-format json")
+    if not trace.pods:
+        raise UserError(f"{source} has no pod's cycle in it: run with --log-format json and --log-level info "
+                        "(or debug, to see every call)")
+    selected = matching_pods(trace, args.pod)
+    if not selected:
+        seen = [pod.pod for pod in trace.pods.values()]
+        more = f" (first {_PODS_SHOWN} of {len(seen)})" if len(seen) > _PODS_SHOWN else ""
+        raise UserError(f"no pod named {args.pod} in {source}; pods seen: {', '.join(seen[:_PODS_SHOWN])}{more}")
     for line in render(trace, args.pod):
         print(line)
-    problems = {uid: found for uid, found in trace.problems.items()
-                if not args.pod or args.pod in (uid, trace.pods[uid].pod)}
+    problems = {uid: found for uid, found in trace.problems.items() if uid in selected}
     if trace.skipped_lines:
         print(f"({trace.skipped_lines} line(s) were not JSON and were skipped)", file=sys.stderr)
     if problems:
@@ -180,7 +242,11 @@ def run_extender(args: argparse.Namespace) -> int:
     if args.bind_timeout <= 0:
         raise UserError(f"--bind-timeout {args.bind_timeout}: must be positive")
     return serve(ExtenderOptions(args.config, args.listen, args.cluster, args.bind_timeout, not args.no_bind,
-                                 args.kubeconfig, args.api_server))
+                                 args.kubeconfig, args.api_server, read_timeout_s=args.read_timeout,
+                                 max_connections=args.max_connections, drain_s=args.drain_seconds,
+                                 snapshot_poll_s=args.snapshot_poll,
+                                 tls_cert=args.tls_cert, tls_key=args.tls_key, client_ca=args.client_ca,
+                                 token_file=args.token_file))
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -207,7 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse printed the usage error (or --help)
         return int(exc.code or 0)
-    configure_logging(args.log_level, args.log_format)
+    command = _Command.start()
+    sink = configure_logging(args.log_level, args.log_format, on_broken_pipe=command.interrupt)
     previous = _terminate_on_sigterm()
     pinning = None
     try:
@@ -217,16 +284,112 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.run(args)
         return code
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}")
         return EXIT_USER_ERROR
+    except BrokenPipeError:  # stdout's reader went away (stderr's never raises: see LogSink)
+        return _quiet_exit_on_broken_pipe(sink)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        if sink.broken:  # the log sink interrupted us: stderr's reader went away
+            return _quiet_exit_on_broken_pipe(sink)
+        _say("interrupted")
+        return EXIT_INTERRUPTED
     finally:
+        # Whatever happened (a bug included), nothing the command started outlives it.
+        command.finish()
         if pinning is not None:
             pinning.restore()  # the caller's threads (a test, an embedding program) run where they did
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+@dataclass
+class _Command:
+    """One run of a command: the actors and threads alive before it, so those it started can be
+    stopped after it, and whether it still runs (only then may a broken log pipe interrupt it)."""
+
+    actors: frozenset[str]
+    threads: frozenset[threading.Thread]
+    #: Whether the command runs on the main thread (as a program does), the only one a signal interrupts.
+    on_main_thread: bool
+    running: bool = True
+
+    @classmethod
+    def start(cls) -> _Command:
+        return cls(frozenset(ref.actor_urn for ref in pykka.ActorRegistry.get_all()), frozenset(threading.enumerate()),
+                   threading.current_thread() is threading.main_thread())
+
+    def interrupt(self) -> None:
+        """Stop the command promptly: a KeyboardInterrupt in the main thread, even one blocked waiting."""
+        main_thread = threading.main_thread()
+        if not self.running or not self.on_main_thread or main_thread.ident is None:
+            return
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.pthread_kill(main_thread.ident, signal.SIGINT)  # wakes a blocked wait, unlike interrupt_main
+        else:
+            import _thread
+
+            _thread.interrupt_main()
+
+    def finish(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Stop every actor started since, and wait (bounded) for the non-daemon threads started since.
+
+        After a clean run there are none: this matters when a command failed half-way.
+        """
+        self.running = False
+        deadline = time.monotonic() + timeout
+        stopping = []
+        for ref in pykka.ActorRegistry.get_all():
+            if ref.actor_urn not in self.actors:
+                try:
+                    stopping.append(ref.stop(block=False))
+                except pykka.ActorDeadError:
+                    continue
+        for future in stopping:
+            try:
+                future.get(timeout=max(0.0, deadline - time.monotonic()))
+            except Exception:  # an actor that will not stop in time, or died on the way: go on with the rest
+                continue
+        for thread in threading.enumerate():
+            if thread not in self.threads and not thread.daemon and thread is not threading.current_thread():
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+def _say(line: str) -> None:
+    """One line on stderr; if its reader is gone, nothing (and nothing left to fail at exit)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except BrokenPipeError:
+        _point_at_devnull(sys.stderr)
+
+
+def _quiet_exit_on_broken_pipe(sink: LogSink) -> int:
+    """Exit as CPython's tools do when their reader goes away: no message, no traceback.
+
+    A stream whose reader is gone still holds what it could not write; it is pointed at
+    /dev/null so the interpreter's last flush does not fail a second time.
+    """
+    for stream, broken in ((sys.stdout, False), (sys.stderr, sink.broken)):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            broken = True
+        except (OSError, ValueError):
+            pass
+        if broken:
+            _point_at_devnull(stream)
+    return EXIT_BROKEN_PIPE
+
+
+def _point_at_devnull(stream: Any) -> None:
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture): nothing to flush at exit
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def _terminate_on_sigterm() -> Any:

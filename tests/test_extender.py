@@ -18,13 +18,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+import structlog
+import structlog.testing
 
 from adapters.extender.binder import KubernetesBinder
 from adapters.extender.server import ExtenderServer
 from adapters.extender.service import ExtenderService, NodeCache, WeightedPlugin
 from adapters.wasm_plugin import WasmPlugin
 from registry.compiler import GuestCompiler
-from registry.config import PluginConfig
+from registry.config import PluginConfig, PoolConfig
 from tests.conftest import GUESTS
 
 NODE_NAMES = ["node-0", "node-1", "node-2", "node-4", "node-9"]
@@ -98,11 +100,13 @@ def extender(compiler: GuestCompiler) -> Iterator[Callable[..., Extender]]:
     made: list[Extender] = []
 
     def make(parity_config: str = "", expect_bind: bool = True, bind_timeout_s: float = 30.0,
-             max_body: int = 1 << 20) -> Extender:
-        parity = WasmPlugin.load(PluginConfig("parity", str(GUESTS / "parity.wat"), guest_config=parity_config),
-                                 compiler)
-        checker = WasmPlugin.load(PluginConfig("checker", str(GUESTS / "checker.wat")), compiler)
-        cache = NodeCache(lambda: ([node(n) for n in NODE_NAMES], [pod("victim")]))
+             max_body: int = 1 << 20, max_instances: int = PoolConfig.max_instances,
+             node_names: list[str] = NODE_NAMES) -> Extender:
+        pool = PoolConfig(max_instances=max_instances)
+        parity = WasmPlugin.load(PluginConfig("parity", str(GUESTS / "parity.wat"), guest_config=parity_config,
+                                              pool=pool), compiler)
+        checker = WasmPlugin.load(PluginConfig("checker", str(GUESTS / "checker.wat"), pool=pool), compiler)
+        cache = NodeCache(lambda: ([node(n) for n in node_names], [pod("victim")]))
         cache.refresh()
         api = ApiServer()
         service = ExtenderService([WeightedPlugin(parity, 2), WeightedPlugin(checker, 1)], cache,
@@ -190,10 +194,72 @@ def test_a_guest_that_binds_needs_no_api_call(extender) -> None:
     assert ext.api.bindings == []
 
 
-def test_bind_of_a_pod_the_extender_never_saw_goes_to_the_api(extender) -> None:
+def test_bind_of_a_pod_the_extender_never_saw_is_an_error_and_binds_nothing(extender) -> None:
+    ext = extender()  # after a restart, kube-scheduler's binds arrive for pods this process never saw
+    status, result = ext.post("bind", binding(pod("stranger"), "node-0"))
+    assert status == 200 and "no scheduling cycle in this extender" in result["Error"]
+    assert ext.api.bindings == [], "bound behind the guests' back"
+
+
+def test_a_bind_without_prioritize_runs_the_binding_cycle_on_the_pods_own_instance(extender) -> None:
+    # One feasible node: kube-scheduler skips prioritize and binds; the next pod's filter comes first.
+    ext = extender(parity_config="bind")
+    a, b = pod("a"), pod("b")
+    assert ext.post("filter", args_with_names(a, ["node-2"]))[1]["NodeNames"] == ["node-2"]
+    assert ext.post("filter", args_with_names(b, ["node-4"]))[1]["NodeNames"] == ["node-4"]
+    assert ext.service.awaiting_bind() == 2
+    assert ext.post("bind", binding(a, "node-2")) == (200, {"Error": ""})
+    assert ext.post("bind", binding(b, "node-4")) == (200, {"Error": ""})
+    assert ext.api.bindings == [], "the guest's Bind was skipped"
+    counts = ext.counts()["checker"]
+    assert counts.discarded == 0, "a binding call reached another pod's instance"
+    assert counts.binding == 0 and counts.balanced
+
+
+def test_a_bind_whose_pod_still_has_the_slot_is_served_there(extender) -> None:
+    ext = extender(parity_config="bind", expect_bind=False)  # nothing held at filter
+    a = pod("a")
+    ext.post("filter", args_with_names(a, ["node-2"]))
+    assert ext.post("bind", binding(a, "node-2")) == (200, {"Error": ""})
+    assert ext.api.bindings == []
+    counts = ext.counts()["checker"]
+    assert counts.discarded == 0 and counts.binding == 0 and counts.balanced
+
+
+def test_a_bind_naming_another_pod_under_a_held_uid_is_refused(extender) -> None:
     ext = extender()
-    assert ext.post("bind", binding(pod("stranger"), "node-0")) == (200, {"Error": ""})
-    assert [path for path, _ in ext.api.bindings] == ["/api/v1/namespaces/ns/pods/stranger/binding"]
+    a = pod("a")
+    ext.post("filter", args_with_names(a))
+    forged = {**binding(a, "node-2"), "PodName": "someone-else"}
+    status, result = ext.post("bind", forged)
+    assert status == 200 and "which this extender scheduled as ns/a" in result["Error"]
+    assert ext.api.bindings == [] and ext.service.awaiting_bind() == 1  # the real bind still works
+    assert ext.post("bind", binding(a, "node-2")) == (200, {"Error": ""})
+    assert [path for path, _ in ext.api.bindings] == ["/api/v1/namespaces/ns/pods/a/binding"]
+
+
+def test_held_pods_count_against_max_instances_and_a_full_pool_is_a_clear_error(extender) -> None:
+    ext = extender(max_instances=2)
+    held = [pod("p0"), pod("p1")]
+    for p in held:
+        assert ext.post("filter", args_with_names(p))[1]["Error"] == ""
+    status, result = ext.post("filter", args_with_names(pod("p2")))
+    assert status == 200 and "maxInstances" in result["Error"] and result["NodeNames"] == []
+    for counts in ext.counts().values():
+        assert counts.live <= 2
+    assert ext.post("bind", binding(held[0], "node-0")) == (200, {"Error": ""})  # gives one back
+    assert ext.post("filter", args_with_names(pod("p2")))[1]["Error"] == ""
+
+
+def test_filter_of_thousands_of_node_names_answers_each_node(extender) -> None:
+    names = [f"node-{i}" for i in range(5000)]
+    ext = extender(expect_bind=False, node_names=names)
+    asked = [*names, "ghost-1", "ghost-2"]
+    status, result = ext.post("filter", args_with_names(pod("a"), asked))
+    assert status == 200 and result["Error"] == ""
+    assert sorted(result["NodeNames"] + list(result["FailedNodes"]) + list(result["FailedAndUnresolvableNodes"])) \
+        == sorted(asked)
+    assert result["FailedNodes"]["ghost-1"] == "node unknown to the extender's node cache"
 
 
 def test_next_pods_filter_comes_before_the_previous_pods_bind(extender) -> None:
@@ -213,18 +279,21 @@ def test_next_pods_filter_comes_before_the_previous_pods_bind(extender) -> None:
 def test_an_assignment_whose_bind_never_comes_is_reclaimed(extender) -> None:
     ext = extender(bind_timeout_s=0.05)
     a = pod("a")
-    ext.post("filter", args_with_names(a))
-    ext.post("prioritize", args_with_names(a))
-    assert ext.counts()["checker"].binding == 1
-    deadline = threading.Event()
-    for _ in range(100):
-        if ext.service.awaiting_bind() == 0 and ext.counts()["checker"].binding == 0:
-            break
-        deadline.wait(0.02)
+    with structlog.testing.capture_logs() as logs:
+        ext.post("filter", args_with_names(a))
+        ext.post("prioritize", args_with_names(a))
+        assert ext.counts()["checker"].binding == 1
+        deadline = threading.Event()
+        for _ in range(100):
+            if ext.service.awaiting_bind() == 0 and ext.counts()["checker"].binding == 0:
+                break
+            deadline.wait(0.02)
+    hints = [line for line in logs if line["event"] == "extender.no_bind_seen"]
+    assert len(hints) == 1 and "--no-bind" in hints[0]["reason"]  # no bind ever came: said once
     counts = ext.counts()["checker"]
     assert counts.binding == 0 and counts.idle == 1 and counts.balanced
-    status, result = ext.post("bind", binding(a, "node-0"))  # too late: bound via the API, no guest state
-    assert status == 200
+    status, result = ext.post("bind", binding(a, "node-0"))  # too late: its state is gone
+    assert status == 200 and "no scheduling cycle" in result["Error"] and ext.api.bindings == []
 
 
 def test_without_bind_the_instance_stays_in_the_slot_until_the_next_filter(extender) -> None:

@@ -12,15 +12,25 @@ configured wasm plugins (see `protocol` for the wire shapes and `server` for HTT
 - preempt: for each candidate node, RemovePod of its victims, Filter, then AddPod
   back, all on the preemptor's instance; nodes that still fail are dropped.
 
-When an instance moves to binding: the protocol has no Permit signal between
-prioritize and bind, and kube-scheduler starts the next pod's filter before the
-previous pod's bind. So, when binding is expected (`expect_bind`), a pod's instance
-leaves the scheduling slot for the binding map at the end of prioritize, where the
-scheduling cycle's own work ends; bind then finds it there. A pod whose bind never
-comes (another extender or plugin failed it, the scheduler restarted) is reclaimed
-after `bind_timeout_s` by a sweeper; a pod filtered again is released first. Without
-`expect_bind`, the instance stays in the slot and the next pod's filter reassigns it,
-as in-process. Either way no assignment outlives its pod's cycle for long.
+When an instance moves to binding (`docs/extender.md` has kube-scheduler's call order):
+the protocol has no Permit signal, kube-scheduler starts the next pod's filter before
+the previous pod's bind, and it calls prioritize only when more than one node is
+feasible (a single feasible node goes straight to bind). So, when binding is expected
+(`expect_bind`), a pod's instance leaves the scheduling slot for the binding map at the
+end of the filter that passed it on some node (or of prioritize, when no filter verb
+started the cycle): prioritize and preempt of that pod still reach it there, and so
+does its bind. A pod whose bind never comes (another extender or plugin failed it, the
+scheduler restarted) is reclaimed after `bind_timeout_s` by a sweeper; a pod filtered
+again is released first. Without `expect_bind`, the instance stays in the slot and the
+next pod's filter reassigns it, as in-process. Either way no assignment outlives its
+pod's cycle for long, and every held pod counts against the plugin's
+`pool.maxInstances`: when every instance is held, a new pod's filter answers a clear
+error instead of starting one more.
+
+A bind runs only for a pod this extender scheduled: one it holds (or whose cycle still
+has the slot) under the same namespace, name and UID. A bind of any other pod (the
+extender restarted, or the bind came after the bind timeout) answers an error, so
+kube-scheduler unreserves and retries the pod: nothing is bound behind a guest's back.
 
 Two cycles of one pod never overlap: a verb that would start a cycle of a pod whose
 last bind still runs (kube-scheduler gave up on that bind when its HTTP call timed out)
@@ -34,7 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -59,19 +69,30 @@ class WeightedPlugin:
 
 
 class RequestHandle:
-    """The FrameworkHandle of one request: the nodes it carries (or the cached ones)."""
+    """The FrameworkHandle of one request: the nodes it carries (or the cached ones).
+
+    The snapshot view (a NodeInfo a node, for image states) is built only when a guest
+    asks for it: most requests never read a node object, and building one per node was
+    most of a verb's cost on a large cluster."""
 
     def __init__(self, nodes: Sequence[KubeObject], pods_by_uid: Mapping[str, KubeObject]) -> None:
-        self.view = SnapshotView([NodeInfo(n, Resources()) for n in nodes], 0)
+        self._nodes = tuple(nodes)
+        self._view: SnapshotView | None = None
         self._pods = pods_by_uid
         self.events: list[Mapping[str, Any]] = []
+
+    @property
+    def view(self) -> SnapshotView:
+        if self._view is None:
+            self._view = SnapshotView([NodeInfo(n, Resources()) for n in self._nodes], 0)
+        return self._view
 
     def get_node(self, name: str) -> KubeObject | None:
         info = self.view.get(name)
         return info.node if info else None
 
     def list_nodes(self) -> Sequence[KubeObject]:
-        return self.view.node_dicts
+        return self._nodes
 
     def image_states(self, node_name: str) -> Mapping[str, Mapping[str, int]]:
         return self.view.image_states(node_name)
@@ -93,9 +114,25 @@ class RequestState:
     handle: RequestHandle
 
 
+class NodeSource(Protocol):
+    """Where node-cache-capable requests find node objects (and preemption its victims)."""
+
+    @property
+    def nodes(self) -> Mapping[str, KubeObject]: ...
+
+    @property
+    def pods(self) -> Mapping[str, KubeObject]: ...
+
+    def refresh(self) -> None:
+        """Asked when a request names a node the source does not know; must not block long."""
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class NodeCache:
-    """Node objects for node-cache-capable mode: loaded from a snapshot file, refreshable."""
+    """Node objects for node-cache-capable mode from a loader (a `NodeSource`); the file-backed
+    one that reloads in the background is `snapshot_reload.SnapshotReloader`."""
 
     load: Callable[[], tuple[Sequence[KubeObject], Sequence[KubeObject]]] = lambda: ((), ())
     nodes: dict[str, KubeObject] = field(default_factory=dict)
@@ -105,6 +142,9 @@ class NodeCache:
         nodes, pods = self.load()
         self.nodes = {n["metadata"]["name"]: n for n in nodes}
         self.pods = {str(p.get("metadata", {}).get("uid", "")): p for p in pods}
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass
@@ -120,14 +160,14 @@ class ExtenderService:
     def __init__(
         self,
         plugins: Sequence[WeightedPlugin],
-        node_cache: NodeCache | None = None,
+        node_cache: NodeSource | None = None,
         binder: Binder | None = None,
         expect_bind: bool = True,
         bind_timeout_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.plugins = list(plugins)
-        self.node_cache = node_cache or NodeCache()
+        self.node_cache: NodeSource = node_cache or NodeCache()
         self.binder: Binder = binder or NoBinder()
         self.expect_bind = expect_bind
         self.bind_timeout_s = bind_timeout_s
@@ -138,14 +178,21 @@ class ExtenderService:
         #: Pods whose bind runs now (no new cycle of such a pod starts; a pod has one hold,
         #: so one bind of it at a time registers here).
         self._binding: set[str] = set()
-        self._scheduling: str = ""  # uid of the pod whose scheduling cycle runs now
+        #: Has any bind come since start? (A bind timeout with none hints at a missing bindVerb.)
+        self._bind_seen = False
+        self._scheduling: str = ""  # uid of the pod whose scheduling cycle has the slot now
+        #: That pod, and the nodes of its cycle's first verb (for a bind without prioritize).
+        self._scheduling_pod: KubeObject | None = None
+        self._scheduling_nodes: list[KubeObject] = []
         self._stop = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep, name="extender-bind-sweeper", daemon=True)
         self._sweeper.start()
 
     def close(self) -> None:
+        """Stop the bind sweeper and the node source."""
         self._stop.set()
         self._sweeper.join(timeout=5)
+        self.node_cache.close()
 
     # --- helpers -----------------------------------------------------------------------
 
@@ -178,6 +225,8 @@ class ExtenderService:
                 raise ExtenderCallError(f"the last bind of pod {name} is still running; retry later")
             abandoned = self._awaiting.pop(uid, None)
             self._scheduling = uid
+            self._scheduling_pod = pod
+            self._scheduling_nodes = list(state.handle.list_nodes())
         if abandoned is not None:
             self._release(abandoned.pod, "filtered again before bind")
         failures: list[Status] = []
@@ -199,7 +248,8 @@ class ExtenderService:
     def filter(self, args: protocol.ExtenderArgs) -> dict[str, Any]:
         nodes = self._nodes_for(args)
         names = [n["metadata"]["name"] for n in nodes]
-        unknown = [n for n in args.node_names if n not in set(names)]
+        known = set(names)
+        unknown = [n for n in args.node_names if n not in known]
         state = self._state(nodes)
         failed: dict[str, str] = {n: "node unknown to the extender's node cache" for n in unknown}
         unresolvable: dict[str, str] = {}
@@ -222,6 +272,7 @@ class ExtenderService:
             if not candidates or not wp.plugin.implements("filter"):
                 continue
             statuses = wp.plugin.filter_nodes(state, args.pod, candidates)
+            rejected: set[str] = set()
             for n, status in statuses.items():
                 if status.ok:
                     continue
@@ -229,64 +280,104 @@ class ExtenderService:
                     return protocol.filter_result([], args.nodes, {}, {}, status.reason)
                 target = unresolvable if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
                 target[n] = status.reason or f"rejected by {status.plugin}"
-            candidates = [n for n in candidates if statuses.get(n, Status()).ok]
+                rejected.add(n)
+            candidates = [n for n in candidates if n not in rejected and n in statuses]
+        if candidates and self.expect_bind:
+            # kube-scheduler may bind now without a prioritize (one feasible node), and the
+            # next pod's filter may come first: the pod's instance leaves the slot here.
+            self._hold_for_bind(args.pod, nodes)
         return protocol.filter_result(candidates, args.nodes, failed, unresolvable)
 
     def prioritize(self, args: protocol.ExtenderArgs) -> list[dict[str, Any]]:
         nodes = self._nodes_for(args)
         names = [n["metadata"]["name"] for n in nodes]
         state = self._state(nodes)
-        uid, _name = pod_key(args.pod)
-        with self._lock:
-            in_cycle = self._scheduling == uid
-        if not in_cycle:
+        if not self._in_cycle(args.pod):
             self._begin(args.pod, state)  # no filter verb configured: the cycle starts here
+        try:
+            return self._scores(args.pod, state, names)
+        finally:
+            # kube-scheduler binds even when prioritize failed (it ignores the error).
+            if self.expect_bind:
+                self._hold_for_bind(args.pod, nodes)
+
+    def _in_cycle(self, pod: KubeObject) -> bool:
+        """Is the pod's scheduling cycle under way here (in the slot, or held for its bind)?"""
+        uid, _name = pod_key(pod)
+        with self._lock:
+            return self._scheduling == uid or uid in self._awaiting
+
+    def _scores(self, pod: KubeObject, state: RequestState, names: list[str]) -> list[dict[str, Any]]:
+        """PreScore, Score and NormalizeScore of every scoring plugin, summed and scaled."""
         totals = dict.fromkeys(names, 0)
         weights = 0
         for wp in self.plugins:
             if not wp.plugin.implements("score"):
                 continue
-            status = wp.plugin.pre_score(state, args.pod, names)
+            status = wp.plugin.pre_score(state, pod, names)
             if not status.ok and status.code != Code.SKIP:
                 raise ExtenderCallError(status.reason or f"PreScore of {wp.plugin.name} failed")
             if status.code == Code.SKIP:
                 continue
-            scored = wp.plugin.score_nodes(state, args.pod, names)
+            scored = wp.plugin.score_nodes(state, pod, names)
             if not scored.status.ok:
                 raise ExtenderCallError(scored.status.reason or f"Score of {wp.plugin.name} failed")
-            normalized = wp.plugin.normalize_score(state, args.pod, scored.scores)
+            normalized = wp.plugin.normalize_score(state, pod, scored.scores)
             if not normalized.status.ok:
                 raise ExtenderCallError(normalized.status.reason or f"NormalizeScore of {wp.plugin.name} failed")
             weights += wp.weight
             for score in normalized.scores:
                 totals[score.name] = totals.get(score.name, 0) + wp.weight * _clamp(score.score)
-        if self.expect_bind:
-            self._hold_for_bind(args.pod, nodes)
         scale = MAX_NODE_SCORE * max(weights, 1)
         return protocol.host_priority_list(
             {n: (total * protocol.MAX_EXTENDER_PRIORITY + scale // 2) // scale for n, total in totals.items()}
         )
 
     def _hold_for_bind(self, pod: KubeObject, nodes: list[KubeObject]) -> None:
+        """The pod's instance moves to the binding map until its bind (or the timeout)."""
         uid, _name = pod_key(pod)
-        for wp in self.plugins:
-            wp.plugin.hold_for_binding(pod)
         with self._lock:
+            held = self._awaiting.get(uid)
+            if held is not None:  # held since its filter: prioritize keeps it there
+                held.deadline = self.clock() + self.bind_timeout_s
+                return
+            if self._scheduling != uid:
+                return  # the slot went to another pod, or the cycle was released meanwhile
+            for wp in self.plugins:
+                wp.plugin.hold_for_binding(pod)
             self._awaiting[uid] = _AwaitingBind(pod, nodes, self.clock() + self.bind_timeout_s)
-            if self._scheduling == uid:
-                self._scheduling = ""
+            self._scheduling = ""
+            self._scheduling_pod = None
 
     def bind(self, args: protocol.BindingArgs) -> dict[str, Any]:
+        uid = args.pod_uid
         with self._lock:
-            waiting = self._awaiting.pop(args.pod_uid, None)
-            if self._scheduling == args.pod_uid:
+            self._bind_seen = True
+            waiting = self._awaiting.get(uid)
+            if waiting is None and self._scheduling == uid and self._scheduling_pod is not None:
+                # Its cycle still has the slot (no prioritize, and held nowhere yet): it moves
+                # to binding now, before anything else can take the slot.
+                for wp in self.plugins:
+                    wp.plugin.hold_for_binding(self._scheduling_pod)
+                waiting = _AwaitingBind(self._scheduling_pod, self._scheduling_nodes, 0.0)
+                self._awaiting[uid] = waiting
                 self._scheduling = ""
-            if waiting is not None:
-                self._binding.add(args.pod_uid)
+                self._scheduling_pod = None
+            if waiting is None:
+                refusal = (f"pod {args.pod_namespace}/{args.pod_name} (uid {uid}) has no scheduling cycle in this "
+                           "extender (it restarted, or the bind came after the bind timeout); retry the pod")
+            elif not _same_pod(waiting.pod, args):
+                refusal = (f"bind of {args.pod_namespace}/{args.pod_name} names uid {uid}, which this extender "
+                           f"scheduled as {pod_key(waiting.pod)[1]}")
+                waiting = None
+            else:
+                refusal = ""
+                del self._awaiting[uid]
+                self._binding.add(uid)
         if waiting is None:
-            # A pod this extender did not see through prioritize: no instance holds its state.
-            error = self.binder.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
-            return {"Error": error}
+            log.warning("extender.bind_refused", pod=f"{args.pod_namespace}/{args.pod_name}", pod_uid=uid,
+                        node=args.node, reason=refusal)
+            return {"Error": refusal}
         try:
             return self._binding_cycle(waiting, args)
         finally:
@@ -346,10 +437,7 @@ class ExtenderService:
     def preempt(self, args: protocol.PreemptionArgs) -> dict[str, Any]:
         node_objects = [self.node_cache.nodes[n] for n in args.victims if n in self.node_cache.nodes]
         state = self._state(node_objects)
-        uid, _name = pod_key(args.pod)
-        with self._lock:
-            in_cycle = self._scheduling == uid
-        if not in_cycle:
+        if not self._in_cycle(args.pod):
             self._begin(args.pod, state)
         kept: dict[str, list[Mapping[str, Any]]] = {}
         for node, victims in args.victims.items():
@@ -386,6 +474,13 @@ class ExtenderService:
             expired = [(uid, a) for uid, a in self._awaiting.items() if a.deadline <= now]
             for uid, _a in expired:
                 del self._awaiting[uid]
+            hint = bool(expired) and not self._bind_seen
+            self._bind_seen = self._bind_seen or hint  # said once
+        if hint:
+            log.warning("extender.no_bind_seen", pods=len(expired), timeout_s=self.bind_timeout_s,
+                        reason="pods reached the bind timeout and no bind has come since the extender started: "
+                               "if kube-scheduler's extender entry has no bindVerb, start the extender with "
+                               "--no-bind")
         for uid, awaiting in expired:
             log.warning("assignment.bind_timeout", pod_uid=uid, timeout_s=self.bind_timeout_s)
             self._release(awaiting.pod, "no bind within the bind timeout")
@@ -400,8 +495,15 @@ class ExtenderCallError(Exception):
     """A guest failed a verb: answered as the verb's error (HTTP 500 for prioritize)."""
 
 
+def _same_pod(pod: KubeObject, args: protocol.BindingArgs) -> bool:
+    """Does the bind name the pod this extender scheduled under that UID?"""
+    meta = pod.get("metadata", {})
+    return (meta.get("namespace") or "default") == args.pod_namespace and meta.get("name", "") == args.pod_name
+
+
 def _clamp(score: int) -> int:
     return max(0, min(MAX_NODE_SCORE, score))
 
 
-__all__ = ["ExtenderService", "WeightedPlugin", "NodeCache", "RequestHandle", "ExtenderCallError", "NodeScore"]
+__all__ = ["ExtenderService", "WeightedPlugin", "NodeCache", "NodeSource", "RequestHandle", "ExtenderCallError",
+           "NodeScore"]
