@@ -5,14 +5,22 @@ loggers (``structlog.get_logger``) and never configures anything on import. The 
 format is for people; ``json`` writes one object a line with ``event``, ``level``,
 ``timestamp`` and whatever the call site bound (``plugin``, ``instance``, ``pod``,
 ``pod_uid``, ``extension_point``, ``phase``, ``duration_ms``). The standard library's
-logging (used by Pykka) goes to stderr at the same level.
+logging (used by Pykka) goes to stderr at the same level, through the same `LogSink`.
+
+When the reader of stderr goes away (``wasm-scheduler ... 2>&1 | head``), the sink drops
+every later line instead of raising in whichever thread logged (an actor's thread would
+otherwise die mid-message), and calls the ``on_broken_pipe`` callback once so the
+command can stop and exit.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, TextIO
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 
@@ -20,21 +28,85 @@ LEVELS = ("debug", "info", "warning", "error", "critical")
 FORMATS = ("console", "json")
 
 
-class _StderrLoggerFactory:
-    """A PrintLogger on whatever sys.stderr is when a logger is made (tests swap it)."""
+@dataclass
+class LogSink:
+    """Writes whole log lines to whatever sys.stderr is at the time (tests swap it).
 
-    def __call__(self, *args: Any) -> structlog.PrintLogger:
-        stream: TextIO = sys.stderr
-        return structlog.PrintLogger(stream)
+    A write that finds the reader gone (BrokenPipeError) marks the sink `broken`: that
+    line and every later one are dropped, and `on_broken_pipe` is called once, from the
+    thread that noticed.
+    """
+
+    on_broken_pipe: Callable[[], None] | None = None
+    broken: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def write_line(self, line: str) -> None:
+        if self.broken:
+            return
+        notify = False
+        with self._lock:  # one line at a time from every thread
+            if self.broken:
+                return
+            try:
+                stream = sys.stderr
+                stream.write(line + "\n")
+                stream.flush()
+            except BrokenPipeError:
+                self.broken = notify = True
+        if notify and self.on_broken_pipe is not None:
+            self.on_broken_pipe()
 
 
-def configure_logging(level: str = "warning", fmt: str = "console") -> None:
-    """Send every log line at or above `level` to stderr, as `fmt` ("console" or "json")."""
+class _SinkLogger:
+    """structlog's logger interface (every level method writes the rendered line) over a LogSink."""
+
+    def __init__(self, sink: LogSink) -> None:
+        self._sink = sink
+
+    def msg(self, message: str) -> None:
+        self._sink.write_line(message)
+
+    log = debug = info = warn = warning = err = error = critical = exception = fatal = failure = msg
+
+
+class _SinkLoggerFactory:
+    def __init__(self, sink: LogSink) -> None:
+        self._sink = sink
+
+    def __call__(self, *args: Any) -> _SinkLogger:
+        return _SinkLogger(self._sink)
+
+
+class _SinkHandler(logging.Handler):
+    """Standard-library records (Pykka's) through the same sink, so they share its lock and pipe handling."""
+
+    def __init__(self, sink: LogSink) -> None:
+        super().__init__()
+        self._sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+        except Exception:  # a record that cannot be formatted: report it as logging does
+            self.handleError(record)
+            return
+        self._sink.write_line(line)
+
+
+def configure_logging(level: str = "warning", fmt: str = "console",
+                      on_broken_pipe: Callable[[], None] | None = None) -> LogSink:
+    """Send every log line at or above `level` to stderr, as `fmt` ("console" or "json").
+
+    Returns the sink the lines go through; `on_broken_pipe` is called once if stderr's
+    reader goes away (later lines are dropped).
+    """
     if level not in LEVELS:
         raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
     if fmt not in FORMATS:
         raise ValueError(f"log format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     number = getattr(logging, level.upper())
+    sink = LogSink(on_broken_pipe)
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -47,10 +119,10 @@ def configure_logging(level: str = "warning", fmt: str = "console") -> None:
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(number),
-        logger_factory=_StderrLoggerFactory(),
+        logger_factory=_SinkLoggerFactory(sink),
         cache_logger_on_first_use=False,
     )
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _SinkHandler(sink)
     if fmt == "json":
         handler.setFormatter(_JsonFormatter())  # every line of a JSON log is JSON
     else:
@@ -58,6 +130,7 @@ def configure_logging(level: str = "warning", fmt: str = "console") -> None:
     logging.basicConfig(level=number, force=True, handlers=[handler])
     # Pykka's own lifecycle chatter (actor registered/started) is below our debug.
     logging.getLogger("pykka").setLevel(max(number, logging.INFO))
+    return sink
 
 
 class _JsonFormatter(logging.Formatter):

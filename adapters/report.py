@@ -2,13 +2,15 @@
 
 This module owns rendering a `SimulationReport` for people (a rich table with one row
 per pending pod and a summary; ``--explain``'s per-node filter and score breakdown,
-as kube-scheduler-simulator shows it) and for programs (exactly one JSON document on
-stdout), plus the progress bar shown while a large snapshot is being scheduled.
+as kube-scheduler-simulator shows it, laid out to stay readable in 80 columns) and for
+programs (exactly one JSON document on stdout, carrying everything the table shows),
+plus the progress bar shown while a large snapshot is being scheduled.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any, TextIO
 
@@ -17,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from adapters.framework.results import CycleTrace, PodOutcome, PodStatus, SimulationReport
+from adapters.framework.results import CycleTrace, NodeTrace, PodOutcome, PodStatus, SimulationReport
 
 _STYLE = {PodStatus.SCHEDULED: "green", PodStatus.UNSCHEDULABLE: "yellow", PodStatus.ERROR: "red"}
 
@@ -75,41 +77,80 @@ def _render_trace(trace: CycleTrace, console: Console) -> None:
     scorers = list(dict.fromkeys(p for node in trace.nodes.values() for p in node.scores))
     if filters:
         console.print(f"  Filter plugins, in order: {', '.join(filters)}", highlight=False)
-    if trace.nodes:
+    feasible = sorted((item for item in trace.nodes.items() if item[1].feasible),
+                      key=lambda item: (-(item[1].total or 0), item[0]))
+    rejected = sorted(item for item in trace.nodes.items() if not item[1].feasible)
+    if feasible and not scorers:
+        console.print("  Feasible nodes, not scored: " + ", ".join(
+            ("* " if name == trace.selected else "") + name for name, _node in feasible)
+            + (" (*: the selected node)" if trace.selected else ""), highlight=False)
+    elif feasible:
+        table, legend = _score_table(trace, feasible, scorers, console)
+        console.print("  Feasible nodes, best first:", highlight=False)
+        console.print(table)
+        if legend:
+            console.print("  " + legend, style="dim", highlight=False)
+        console.print("  Score: normalized -> times the weight (xN). *: the selected node.", style="dim",
+                      highlight=False)
+    if rejected:
+        console.print("  Filtered out: the first plugin that rejected the node, and why:", highlight=False)
         table = Table(expand=False)
         table.add_column("Node", no_wrap=True)
-        table.add_column("Filter", overflow="fold")
-        for plugin in scorers:
-            table.add_column(f"{plugin}\nx{trace.weights.get(plugin, 1)}", justify="right", overflow="fold")
-        table.add_column("Total", justify="right")
-
-        def order(item: tuple[str, Any]) -> tuple[int, int, str]:
-            name, node = item
-            return (0 if node.feasible else 1, -(node.total or 0), name)
-
-        for name, node in sorted(trace.nodes.items(), key=order):
-            selected = name == trace.selected
-            cells: list[str | Text] = [Text(("* " if selected else "  ") + name,
-                                            style="bold green" if selected else "")]
-            if node.feasible:
-                cells.append(Text("passed", style="green"))
-            else:
-                plugin, reason = node.filters[-1] if node.filters else ("", "not evaluated")
-                cells.append(Text(f"{plugin}: {reason}", style="yellow"))
-            for plugin in scorers:
-                score = node.scores.get(plugin)
-                cells.append(f"{score[0]} -> {score[1]}" if score else "")
-            cells.append(str(node.total) if node.total is not None else "")
-            table.add_row(*cells)
+        table.add_column("Rejected by", overflow="fold")
+        for name, node in rejected:
+            plugin, reason = node.filters[-1] if node.filters else ("", "not evaluated")
+            table.add_row(name, Text(f"{plugin}: {reason}" if plugin else reason, style="yellow"))
         console.print(table)
-        console.print("  Filter: passed every filter plugin, or the first plugin that rejected the node and why. "
-                      "Score: normalized -> times the weight. *: the selected node.", style="dim", highlight=False)
     if trace.post_filter:
         console.print(f"  PostFilter: {trace.post_filter}", highlight=False)
 
 
+def abbreviation(name: str) -> str:
+    """The initials of a CamelCase plugin name: NodeResourcesFit -> NRF."""
+    return "".join(word[0].upper() for word in re.findall(r"[A-Z][a-z0-9]*|[a-z0-9]+", name)) or name[:3]
+
+
+def _score_table(trace: CycleTrace, feasible: list[tuple[str, NodeTrace]], scorers: list[str],
+                 console: Console) -> tuple[Table, str]:
+    """The feasible nodes' scores, best first; plugin names shortened (and a legend) when they do not fit."""
+    table = _build_score_table(trace, feasible, scorers, {p: p for p in scorers})
+    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
+    if natural <= console.width:
+        return table, ""
+    short: dict[str, str] = {}
+    for plugin in scorers:
+        label = base = abbreviation(plugin)
+        n = 2
+        while label in short.values():
+            label, n = f"{base}{n}", n + 1
+        short[plugin] = label
+    legend = ", ".join(f"{label}: {plugin}" for plugin, label in short.items())
+    return _build_score_table(trace, feasible, scorers, short), legend
+
+
+def _build_score_table(trace: CycleTrace, feasible: list[tuple[str, NodeTrace]], scorers: list[str],
+                       labels: dict[str, str]) -> Table:
+    table = Table(expand=False)
+    table.add_column("Node", no_wrap=True)
+    for plugin in scorers:
+        table.add_column(f"{labels[plugin]}\nx{trace.weights.get(plugin, 1)}", justify="right", no_wrap=True)
+    table.add_column("Total", justify="right", no_wrap=True)
+    for name, node in feasible:
+        selected = name == trace.selected
+        cells: list[str | Text] = [Text(("* " if selected else "  ") + name, style="bold green" if selected else "")]
+        for plugin in scorers:
+            score = node.scores.get(plugin)
+            cells.append(f"{score[0]} -> {score[1]}" if score else "")
+        cells.append(str(node.total) if node.total is not None else "")
+        table.add_row(*cells)
+    return table
+
+
 def json_document(report: SimulationReport, explain: PodOutcome | None = None) -> dict[str, Any]:
+    """The report as one JSON-ready document: what the table shows, preemptions and ignored pods included."""
     doc = report.to_json()
+    doc["preempted"] = [{"victim": p.victim, "preemptor": p.preemptor, "node": p.node} for p in report.preemptions]
+    doc["ignored"] = list(report.ignored)
     if explain is not None:
         doc["explain"] = {"pod": explain.key, "attempts": [t.to_json() for t in explain.traces]}
     return doc

@@ -55,6 +55,8 @@ class PodTrace:
 @dataclass
 class Trace:
     pods: dict[str, PodTrace] = field(default_factory=dict)
+    #: Lines that were JSON objects (log records), and lines that were not.
+    json_lines: int = 0
     skipped_lines: int = 0
     #: Cycles still holding an instance at the end of the log (uid, plugin, instance, where).
     open_cycles: list[tuple[str, str, str, str]] = field(default_factory=list)
@@ -94,6 +96,7 @@ def read_trace(lines: Iterable[str]) -> Trace:
         if not isinstance(record, dict):
             trace.skipped_lines += 1
             continue
+        trace.json_lines += 1
         event = str(record.get("event", ""))
         plugin = str(record.get("plugin", ""))
         instance = str(record.get("instance", ""))
@@ -163,11 +166,18 @@ def _compress(calls: list[tuple[str, str, str]]) -> str:
     return ", ".join(parts)
 
 
+def matching_pods(trace: Trace, pod_filter: str = "") -> list[str]:
+    """UIDs of the pods `pod_filter` names (its namespace/name, name or uid; every pod when empty), in log order."""
+    return [uid for uid, pod in trace.pods.items()
+            if not pod_filter or pod_filter in (uid, pod.pod, pod.pod.split("/")[-1])]
+
+
 def render(trace: Trace, pod_filter: str = "") -> list[str]:
-    """Text lines of the timelines, one block per pod (or only pods whose name or uid matches)."""
+    """Text lines of the timelines, one block per pod (or only the pods `pod_filter` names: `matching_pods`)."""
     lines: list[str] = []
+    selected = set(matching_pods(trace, pod_filter))
     for uid, pod in trace.pods.items():
-        if pod_filter and pod_filter not in (uid, pod.pod, pod.pod.split("/")[-1]):
+        if uid not in selected:
             continue
         lines.append(f"{pod.pod} (uid {uid})")
         for cycle in pod.cycles:

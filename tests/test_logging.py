@@ -7,9 +7,16 @@ others, and pods that are bound, so every path of the assignment lifecycle shows
 
 from __future__ import annotations
 
+import io
 import json
+import logging
+import sys
+import threading
+
+import structlog
 
 from adapters.cli import main
+from adapters.logs import configure_logging
 from adapters.trace import read_trace, render
 
 
@@ -95,3 +102,38 @@ def test_trace_command_exits_1_on_a_problem(tmp_path, capsys) -> None:
     assert main(["trace", str(log)]) == 1
     out, err = capsys.readouterr()
     assert "PROBLEM" in out and "more than one instance" in err
+
+
+class ClosedPipe(io.StringIO):
+    """A stderr whose reader went away after `lines` lines."""
+
+    def __init__(self, lines: int) -> None:
+        super().__init__()
+        self.left = lines
+
+    def write(self, text: str) -> int:
+        if self.left <= 0:
+            raise BrokenPipeError(32, "Broken pipe")
+        self.left -= text.count("\n")
+        return super().write(text)
+
+
+def test_a_closed_stderr_drops_later_lines_in_every_thread_and_says_so_once(monkeypatch) -> None:
+    broken: list[str] = []
+    stream = ClosedPipe(lines=1)
+    monkeypatch.setattr(sys, "stderr", stream)
+    try:
+        configure_logging("info", "json", on_broken_pipe=lambda: broken.append(threading.current_thread().name))
+        log = structlog.get_logger("test")
+        log.info("first.line")
+        worker = threading.Thread(target=lambda: [log.warning("from.worker", i=i) for i in range(3)], name="worker")
+        worker.start()
+        worker.join(timeout=10)
+        assert not worker.is_alive()  # the log write raised nothing in the worker
+        log.info("after.the.break")
+        logging.getLogger("pykka").warning("a standard-library line is dropped too")
+    finally:
+        monkeypatch.undo()
+        configure_logging("warning")
+    assert [json.loads(line)["event"] for line in stream.getvalue().splitlines()] == ["first.line"]
+    assert broken == ["worker"]  # once, from the thread that met the closed pipe

@@ -250,3 +250,120 @@ def test_trace_reads_a_json_log_back(capsys, tmp_path):
     assert main(["trace", str(log), "--pod", "web-3"]) == 0
     out, _err = capsys.readouterr()
     assert "default/web-3" in out and "[NodeNumber]" in out and "prescore" in out
+
+
+def test_json_carries_the_preemptions_and_the_ignored_pods_the_table_shows(capsys, tmp_path):
+    code, out, _err = simulate(capsys, "--output", "json")
+    assert code == 0
+    doc = json.loads(out)
+    critical = {p["victim"]: p for p in doc["preempted"]}
+    assert critical and all(v.startswith("batch/filler-") for v in critical)
+    assert {p["preemptor"] for p in doc["preempted"]} == {f"prod/critical-{i}" for i in range(3)}
+    pods = by_name(doc)
+    for victim in critical.values():
+        assert pods[victim["preemptor"]]["node"] == victim["node"]
+    assert doc["ignored"] == []
+    path = crafted(tmp_path, node("n1"), pod("mine"), pod("theirs", schedulerName="other-scheduler"))
+    code, out, _err = simulate(capsys, "--cluster", str(path), "--output", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["ignored"] == ["team/theirs"] and doc["preempted"] == []
+    code, table, _err = simulate(capsys, "--cluster", str(path))
+    assert code == 0 and "1 pod(s) ignored" in table
+
+
+def anti_affinity(required: bool = True) -> dict:
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    rule = ({"requiredDuringSchedulingIgnoredDuringExecution": [term]} if required else
+            {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": term}]})
+    return {"podAntiAffinity": rule}
+
+
+def test_one_warning_names_the_pod_constraints_the_simulation_ignores(capsys, tmp_path):
+    spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "web"}}}]
+    with_port = pod("ported")
+    with_port["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    path = crafted(
+        tmp_path, node("n1"), node("n2"),
+        pod("anti-0", affinity=anti_affinity()), pod("anti-1", affinity=anti_affinity()),
+        pod("anti-soft", affinity=anti_affinity(required=False)),
+        pod("spread", topologySpreadConstraints=spread, affinity=anti_affinity()),
+        pod("claims", volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]),
+        with_port, pod("plain"),
+    )
+    code = main(["--log-format", "json", "simulate", "--cluster", str(path), "--output", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert len(json.loads(out)["pods"]) == 7
+    warnings = [json.loads(line) for line in err.splitlines() if "pods.constraints_ignored" in line]
+    assert len(warnings) == 1, err  # one line for the run, not one per pod
+    (warning,) = warnings
+    assert warning["level"] == "warning" and warning["pods"] == 6
+    assert warning["kinds"] == {
+        "podAntiAffinity (required)": 3, "podAntiAffinity (preferred)": 1, "topologySpreadConstraints": 1,
+        "volumes needing binding (persistentVolumeClaim, ephemeral)": 1, "hostPort": 1,
+    }
+    assert str(path) == warning["source"]
+
+
+def test_the_default_run_warns_about_nothing(capsys):
+    code, _out, err = simulate(capsys, "--output", "json")
+    assert code == 0
+    assert "constraints_ignored" not in err
+
+
+def printed(render, *args, width: int = 80) -> list[str]:
+    import io
+
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    render(*args, Console(file=buffer, width=width, highlight=False))
+    return buffer.getvalue().splitlines()
+
+
+def header_words(lines: list[str]) -> set[str]:
+    return {word for line in lines for word in line.replace("┃", " ").replace("│", " ").split()}
+
+
+def test_explain_fits_80_columns_without_splitting_a_word():
+    from adapters.framework.cluster import load_cluster
+    from adapters.framework.config import load_config
+    from adapters.framework.simulation import simulate as run
+    from adapters.report import render_explain
+
+    report = run(load_config(EXAMPLES / "scheduler-config.yaml"), load_cluster(EXAMPLES / "cluster.yaml"),
+                 explain=["default/web-3"])
+    outcome = report.outcome("default/web-3")
+    assert outcome is not None
+    lines = printed(render_explain, outcome)
+    assert all(len(line) <= 80 for line in lines)
+    words = header_words(lines)
+    (trace,) = outcome.traces
+    scorers = {p for n in trace.nodes.values() for p in n.scores}
+    assert scorers and scorers <= words, "every score plugin's name is shown whole"
+    assert "NodeUnschedulable: node(s) were unschedulable" in "\n".join(lines)
+    for name in trace.nodes:  # every node's row shows its whole name
+        assert name in words or f"*{name}" in words
+
+
+def test_explain_abbreviates_score_plugins_that_do_not_fit_and_says_so():
+    from adapters.framework.results import CycleTrace, PodOutcome, PodStatus
+    from adapters.report import render_explain
+
+    plugins = ["VeryLongScorePluginNameOne", "VeryLongScorePluginNameTwo", "AnotherRatherLongScorePlugin",
+               "NodeResourcesBalancedAllocation"]
+    trace = CycleTrace(attempt=1, weights={p: 2 for p in plugins}, selected="node-1", outcome="Scheduled")
+    for i in range(3):
+        n = trace.node(f"node-{i}")
+        n.filters.append(("NodeResourcesFit", "passed"))
+        n.scores.update({p: (100 - i, 2 * (100 - i)) for p in plugins})
+    trace.node("node-9").filters.append(("TaintToleration", "node(s) had untolerated taint {dedicated: gpu}"))
+    outcome = PodOutcome("default", "web", "uid", PodStatus.SCHEDULED, "node-1", attempts=1, traces=[trace])
+    lines = printed(render_explain, outcome)
+    assert all(len(line) <= 80 for line in lines)
+    text = "\n".join(lines)
+    assert "VLSPNO: VeryLongScorePluginNameOne, VLSPNT: VeryLongScorePluginNameTwo" in " ".join(text.split())
+    assert {"VLSPNO", "VLSPNT", "ARLSP", "NRBA"} <= header_words(lines)
+    assert "TaintToleration: node(s) had untolerated taint {dedicated: gpu}" in text

@@ -518,7 +518,7 @@ class Scheduler:
             self._delete_events += 1
         moved = self.queue.move_all_to_active(event, self.registrations, skip_uid)
         if moved:
-            self.log.debug("queue.moved", count=moved, event="AssignedPodDelete")
+            self.log.debug("queue.moved", count=moved, cluster_event="AssignedPodDelete")
 
     # --- preemption --------------------------------------------------------------------
 
