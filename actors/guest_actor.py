@@ -17,15 +17,15 @@ from typing import Any
 import pykka
 import structlog
 
-from actors import abi
-from actors.abi import ClusterEvent, Code, Status
-from actors.guest_instance import GuestInstance
-from actors.log_level import DEBUG, enabled
-from actors.mailbox import MailboxActor
-from actors.wire_cache import WireCache
-from registry.compiler import CompiledGuest
-from registry.config import PluginConfig
-from registry.errors import GuestLoadError
+from wasm_scheduler.actors import abi
+from wasm_scheduler.actors.abi import ClusterEvent, Code, Status
+from wasm_scheduler.actors.guest_instance import GuestInstance
+from wasm_scheduler.actors.log_level import DEBUG, enabled
+from wasm_scheduler.actors.mailbox import MailboxActor
+from wasm_scheduler.actors.wire_cache import WireCache
+from wasm_scheduler.registry.compiler import CompiledGuest
+from wasm_scheduler.registry.config import PluginConfig
+from wasm_scheduler.registry.errors import GuestLoadError
 
 log = structlog.get_logger("actors.guest")
 

@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 import wasmtime
 
-from actors.abi import (
+from wasm_scheduler.actors.abi import (
     DEFAULT_CLUSTER_EVENTS,
     EXPORT_RESULTS,
     ClusterEvent,
@@ -39,7 +39,7 @@ from actors.abi import (
     decode_score,
     high_words,
 )
-from actors.fast_call import (
+from wasm_scheduler.actors.fast_call import (
     FAST_HOST_FUNCTIONS,
     FAST_PATH_AVAILABLE,
     DeadlineExceeded,
@@ -50,16 +50,16 @@ from actors.fast_call import (
     PerNode,
     make_export_caller,
 )
-from actors.guest_memory import GuestFault, GuestMemory
-from actors.handle import FrameworkHandle, KubeObject
-from actors.host_functions import CallContext, HostFunctions
-from actors.kube_codec import KubeCodecError
-from actors.node_loop import PER_NODE_SLOTS, NodeLoop
-from actors.wasi import CapturedOutput, GuestExit, Wasi
-from actors.wire_cache import WireCache
-from registry.compiler import CompiledGuest, deadline_ticks
-from registry.config import PluginConfig
-from registry.errors import GuestLoadError
+from wasm_scheduler.actors.guest_memory import GuestFault, GuestMemory
+from wasm_scheduler.actors.handle import FrameworkHandle, KubeObject
+from wasm_scheduler.actors.host_functions import CallContext, HostFunctions
+from wasm_scheduler.actors.kube_codec import KubeCodecError
+from wasm_scheduler.actors.node_loop import PER_NODE_SLOTS, NodeLoop
+from wasm_scheduler.actors.wasi import CapturedOutput, GuestExit, Wasi
+from wasm_scheduler.actors.wire_cache import WireCache
+from wasm_scheduler.registry.compiler import CompiledGuest, deadline_ticks
+from wasm_scheduler.registry.config import PluginConfig
+from wasm_scheduler.registry.errors import GuestLoadError
 
 log = structlog.get_logger("actors.instance")
 

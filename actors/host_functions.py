@@ -26,13 +26,13 @@ from typing import Any
 
 import structlog
 
-from actors.abi import HOST_IMPORTS, ClusterEvent
-from actors.go_json import GoJSONError, go_cstrings, go_event, go_score_map, go_text
-from actors.guest_memory import GuestFault, GuestMemory
-from actors.handle import FrameworkHandle, KubeObject
-from actors.kube_codec import encode_pod
-from actors.log_level import enabled
-from actors.wire_cache import WireCache
+from wasm_scheduler.actors.abi import HOST_IMPORTS, ClusterEvent
+from wasm_scheduler.actors.go_json import GoJSONError, go_cstrings, go_event, go_score_map, go_text
+from wasm_scheduler.actors.guest_memory import GuestFault, GuestMemory
+from wasm_scheduler.actors.handle import FrameworkHandle, KubeObject
+from wasm_scheduler.actors.kube_codec import encode_pod
+from wasm_scheduler.actors.log_level import enabled
+from wasm_scheduler.actors.wire_cache import WireCache
 
 #: Largest result a guest may hand over in one call (a node-name list, a score map...).
 MAX_RESULT_BYTES = 16 * 1024 * 1024

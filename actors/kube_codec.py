@@ -64,7 +64,7 @@ from typing import Any, Final
 import structlog
 from google.protobuf.message import Message
 
-from actors import kube_schema as ks
+from wasm_scheduler.actors import kube_schema as ks
 
 __all__ = [
     "KubeCodecError",

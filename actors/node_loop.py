@@ -36,8 +36,8 @@ from typing import Any
 
 import wasmtime
 
-from actors.fast_call import EpochDeadline, HostFault, PerNode, UncheckedCall
-from actors.guest_memory import GuestMemory
+from wasm_scheduler.actors.fast_call import EpochDeadline, HostFault, PerNode, UncheckedCall
+from wasm_scheduler.actors.guest_memory import GuestMemory
 
 #: Exports the driver can loop over, and their slot in its table.
 PER_NODE_SLOTS = {"score": 0, "filter": 1, "addpod": 2, "removepod": 3}

@@ -47,11 +47,11 @@ from typing import Any
 import pykka
 import structlog
 
-from actors.guest_actor import GuestActor, InstanceBroken, InstanceHealth, Replied
-from actors.mailbox import MailboxActor
-from actors.wire_cache import WireCache
-from registry.compiler import CompiledGuest
-from registry.config import PluginConfig
+from wasm_scheduler.actors.guest_actor import GuestActor, InstanceBroken, InstanceHealth, Replied
+from wasm_scheduler.actors.mailbox import MailboxActor
+from wasm_scheduler.actors.wire_cache import WireCache
+from wasm_scheduler.registry.compiler import CompiledGuest
+from wasm_scheduler.registry.config import PluginConfig
 
 log = structlog.get_logger("actors.supervisor")
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import wasmtime
 
-from actors.guest_memory import GuestFault, GuestMemory
+from wasm_scheduler.actors.guest_memory import GuestFault, GuestMemory
 
 ERRNO_SUCCESS = 0
 ERRNO_BADF = 8

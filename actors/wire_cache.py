@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from actors.kube_codec import PodPartCache, encode_node, encode_pod
+from wasm_scheduler.actors.kube_codec import PodPartCache, encode_node, encode_pod
 
 _NODELIST_ITEMS_TAG = b"\x12"  # NodeList.items = 2, length-delimited
 

@@ -35,13 +35,19 @@ from typing import Any
 import pykka
 from rich.console import Console
 
-from adapters.cpu_affinity import ALL, AUTO, apply_cpus
-from adapters.framework.errors import UserError
-from adapters.framework.results import PodStatus
-from adapters.framework.simulation import DEFAULT_CLUSTER, DEFAULT_CONFIG, examples_dir, load_inputs, simulate
-from adapters.logs import FORMATS, LEVELS, LogSink, configure_logging
-from adapters.report import ProgressBar, json_document, render_explain, render_table, write_json
-from adapters.trace import matching_pods, read_trace, render
+from wasm_scheduler.adapters.cpu_affinity import ALL, AUTO, apply_cpus
+from wasm_scheduler.adapters.framework.errors import UserError
+from wasm_scheduler.adapters.framework.results import PodStatus
+from wasm_scheduler.adapters.framework.simulation import (
+    DEFAULT_CLUSTER,
+    DEFAULT_CONFIG,
+    examples_dir,
+    load_inputs,
+    simulate,
+)
+from wasm_scheduler.adapters.logs import FORMATS, LEVELS, LogSink, configure_logging
+from wasm_scheduler.adapters.report import ProgressBar, json_document, render_explain, render_table, write_json
+from wasm_scheduler.adapters.trace import matching_pods, read_trace, render
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 2
@@ -237,7 +243,7 @@ def run_trace(args: argparse.Namespace) -> int:
 
 
 def run_extender(args: argparse.Namespace) -> int:
-    from adapters.extender.command import ExtenderOptions, serve
+    from wasm_scheduler.adapters.extender.command import ExtenderOptions, serve
 
     if args.bind_timeout <= 0:
         raise UserError(f"--bind-timeout {args.bind_timeout}: must be positive")
@@ -250,9 +256,9 @@ def run_extender(args: argparse.Namespace) -> int:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from adapters.benchmarks.throughput import render_table as render_bench
-    from adapters.benchmarks.throughput import run_bench as bench
-    from adapters.benchmarks.workload import Workload
+    from wasm_scheduler.adapters.benchmarks.throughput import render_table as render_bench
+    from wasm_scheduler.adapters.benchmarks.throughput import run_bench as bench
+    from wasm_scheduler.adapters.benchmarks.workload import Workload
 
     if args.nodes < 1 or args.init_pods < 0 or args.pods < 1 or args.rounds < 1:
         raise UserError("bench: --nodes, --pods and --rounds must be positive, --init-pods not negative")

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import structlog
 
-from adapters.framework.errors import UserError
+from wasm_scheduler.adapters.framework.errors import UserError
 
 log = structlog.get_logger("adapters.cpu_affinity")
 

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from adapters.framework.results import CycleTrace, NodeTrace, PodOutcome, PodStatus, SimulationReport
+from wasm_scheduler.adapters.framework.results import CycleTrace, NodeTrace, PodOutcome, PodStatus, SimulationReport
 
 _STYLE = {PodStatus.SCHEDULED: "green", PodStatus.UNSCHEDULABLE: "yellow", PodStatus.ERROR: "red"}
 

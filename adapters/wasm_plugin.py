@@ -57,7 +57,7 @@ from typing import Any, Protocol
 import pykka
 import structlog
 
-from actors.abi import (
+from wasm_scheduler.actors.abi import (
     DEFAULT_CLUSTER_EVENTS,
     ClusterEvent,
     Code,
@@ -71,7 +71,7 @@ from actors.abi import (
     ScoreResult,
     Status,
 )
-from actors.guest_actor import (
+from wasm_scheduler.actors.guest_actor import (
     PRESCORE_AND_SCORE,
     Describe,
     InstanceBroken,
@@ -79,10 +79,10 @@ from actors.guest_actor import (
     Invoke,
     Replied,
 )
-from actors.handle import EmptyHandle, FrameworkHandle, KubeObject
-from actors.kube_codec import KubeCodecError
-from actors.mailbox import ReplyFuture
-from actors.supervisor import (
+from wasm_scheduler.actors.handle import EmptyHandle, FrameworkHandle, KubeObject
+from wasm_scheduler.actors.kube_codec import KubeCodecError
+from wasm_scheduler.actors.mailbox import ReplyFuture
+from wasm_scheduler.actors.supervisor import (
     Assigned,
     Batch,
     BeginCycle,
@@ -100,10 +100,10 @@ from actors.supervisor import (
     SupervisorActor,
     ToBinding,
 )
-from actors.wire_cache import WireCache
-from registry.compiler import CompiledGuest, GuestCompiler
-from registry.config import PluginConfig
-from registry.errors import GuestLoadError
+from wasm_scheduler.actors.wire_cache import WireCache
+from wasm_scheduler.registry.compiler import CompiledGuest, GuestCompiler
+from wasm_scheduler.registry.config import PluginConfig
+from wasm_scheduler.registry.errors import GuestLoadError
 
 log = structlog.get_logger("adapters.wasm_plugin")
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapters.logs import configure_logging
-from adapters.wasm_plugin import WasmPlugin
-from registry.compiler import GuestCompiler
-from registry.config import PluginConfig
+from wasm_scheduler.adapters.logs import configure_logging
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.registry.config import PluginConfig
 
 HERE = Path(__file__).resolve().parent
 

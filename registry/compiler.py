@@ -21,10 +21,10 @@ from pathlib import Path
 import structlog
 import wasmtime
 
-from registry.config import PluginConfig
-from registry.errors import GuestLoadError
-from registry.source import GuestSource
-from registry.validation import GuestShape, validate
+from wasm_scheduler.registry.config import PluginConfig
+from wasm_scheduler.registry.errors import GuestLoadError
+from wasm_scheduler.registry.source import GuestSource
+from wasm_scheduler.registry.validation import GuestShape, validate
 
 log = structlog.get_logger("registry")
 

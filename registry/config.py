@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from registry.errors import clip, shown
+from wasm_scheduler.registry.errors import clip, shown
 
 
 class PluginConfigError(ValueError):

@@ -26,7 +26,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from registry.errors import GuestLoadError
+from wasm_scheduler.registry.errors import GuestLoadError
 
 #: Largest guest accepted, in bytes.
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import wasmtime
 
-from actors.abi import (
+from wasm_scheduler.actors.abi import (
     COUPLED_EXPORTS,
     EXPORT_RESULTS,
     HOST_IMPORTS,
@@ -21,8 +21,8 @@ from actors.abi import (
     K8S_SCHEDULER,
     WASI,
 )
-from actors.wasi import PREVIEW1_NAMES, Wasi
-from registry.errors import GuestLoadError
+from wasm_scheduler.actors.wasi import PREVIEW1_NAMES, Wasi
+from wasm_scheduler.registry.errors import GuestLoadError
 
 _LETTER = {"i32": "i", "i64": "I"}
 

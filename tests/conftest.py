@@ -10,10 +10,10 @@ import pykka
 import pytest
 import structlog
 
-from actors.guest_instance import GuestInstance
-from actors.handle import EmptyHandle
-from registry.compiler import CompiledGuest, GuestCompiler
-from registry.config import PluginConfig
+from wasm_scheduler.actors.guest_instance import GuestInstance
+from wasm_scheduler.actors.handle import EmptyHandle
+from wasm_scheduler.registry.compiler import CompiledGuest, GuestCompiler
+from wasm_scheduler.registry.config import PluginConfig
 
 GUESTS = Path(__file__).parent / "guests"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

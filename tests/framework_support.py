@@ -6,15 +6,23 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from actors.abi import SUCCESS, Code, NodeScore, NormalizeScoreResult, PermitResult, PreFilterResult, Status
-from adapters.framework import Scheduler, SchedulerOptions, cluster_from_objects, config_from_dict
-from adapters.framework.cluster import Cluster
-from adapters.framework.config import API_VERSION, KIND, SchedulerConfig
-from adapters.framework.cycle_state import CycleState
-from adapters.framework.plugins.base import NativePlugin, PluginContext
-from adapters.framework.results import SimulationReport
-from adapters.framework.snapshot import NodeInfo
-from registry.compiler import GuestCompiler
+from wasm_scheduler.actors.abi import (
+    SUCCESS,
+    Code,
+    NodeScore,
+    NormalizeScoreResult,
+    PermitResult,
+    PreFilterResult,
+    Status,
+)
+from wasm_scheduler.adapters.framework import Scheduler, SchedulerOptions, cluster_from_objects, config_from_dict
+from wasm_scheduler.adapters.framework.cluster import Cluster
+from wasm_scheduler.adapters.framework.config import API_VERSION, KIND, SchedulerConfig
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, PluginContext
+from wasm_scheduler.adapters.framework.results import SimulationReport
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.registry.compiler import GuestCompiler
 
 KubeObject = Mapping[str, Any]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from actors.guest_instance import GuestInstance
+from wasm_scheduler.actors.guest_instance import GuestInstance
 
 STATUS = 0x10
 HIGH = 0x14

@@ -15,7 +15,9 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.abi import (
+from tests.conftest import wat_guest
+from tests.probe import CALLS, EXPORT_IDS, LAST_EXPORT, RESULTS, SCRIPT, Script, results, word
+from wasm_scheduler.actors.abi import (
     DEFAULT_CLUSTER_EVENTS,
     Code,
     FilterResult,
@@ -27,15 +29,13 @@ from actors.abi import (
     ScoreResult,
     Status,
 )
-from actors.guest_actor import Describe, GuestActor, InstanceBroken, InstanceInfo, Invoke
-from actors.guest_instance import GuestInstance
-from actors.handle import EmptyHandle
-from actors.wire_cache import WireCache
-from registry.compiler import CompiledGuest, GuestCompiler
-from registry.config import LimitsConfig, PluginConfig
-from registry.errors import GuestLoadError
-from tests.conftest import wat_guest
-from tests.probe import CALLS, EXPORT_IDS, LAST_EXPORT, RESULTS, SCRIPT, Script, results, word
+from wasm_scheduler.actors.guest_actor import Describe, GuestActor, InstanceBroken, InstanceInfo, Invoke
+from wasm_scheduler.actors.guest_instance import GuestInstance
+from wasm_scheduler.actors.handle import EmptyHandle
+from wasm_scheduler.actors.wire_cache import WireCache
+from wasm_scheduler.registry.compiler import CompiledGuest, GuestCompiler
+from wasm_scheduler.registry.config import LimitsConfig, PluginConfig
+from wasm_scheduler.registry.errors import GuestLoadError
 
 POD = {"metadata": {"name": "web-0", "namespace": "shop", "uid": "uid-web-0"},
        "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}}

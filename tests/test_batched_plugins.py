@@ -21,20 +21,20 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from actors.abi import SUCCESS, Code, NodeScore, NormalizeScoreResult, ScoreResult, Status
-from adapters.framework.cycle_state import CycleState
-from adapters.framework.framework import Framework, ScoreTable
-from adapters.framework.plugins.base import NativePlugin, PluginContext
-from adapters.framework.plugins.node_affinity import NodeAffinity
-from adapters.framework.plugins.node_name import NodeName
-from adapters.framework.plugins.node_resources_fit import NodeResourcesFit, insufficient
-from adapters.framework.plugins.node_unschedulable import NodeUnschedulable
-from adapters.framework.plugins.taint_toleration import TaintToleration
-from adapters.framework.pods import PodInfo
-from adapters.framework.resources import CPU, MEMORY, Resources, pod_requests
-from adapters.framework.results import PodStatus
-from adapters.framework.snapshot import NodeInfo
 from tests.framework_support import cluster, config, node, pod, run
+from wasm_scheduler.actors.abi import SUCCESS, Code, NodeScore, NormalizeScoreResult, ScoreResult, Status
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.framework import Framework, ScoreTable
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, PluginContext
+from wasm_scheduler.adapters.framework.plugins.node_affinity import NodeAffinity
+from wasm_scheduler.adapters.framework.plugins.node_name import NodeName
+from wasm_scheduler.adapters.framework.plugins.node_resources_fit import NodeResourcesFit, insufficient
+from wasm_scheduler.adapters.framework.plugins.node_unschedulable import NodeUnschedulable
+from wasm_scheduler.adapters.framework.plugins.taint_toleration import TaintToleration
+from wasm_scheduler.adapters.framework.pods import PodInfo
+from wasm_scheduler.adapters.framework.resources import CPU, MEMORY, Resources, pod_requests
+from wasm_scheduler.adapters.framework.results import PodStatus
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 
 KubeObject = Mapping[str, Any]
 

@@ -9,15 +9,15 @@ import json
 
 import pytest
 
-from actors.abi import Code, NodeScore
-from adapters.benchmarks.native_nodenumber import NativeNodeNumber, last_digit
-from adapters.benchmarks.throughput import VARIANTS, targets
-from adapters.benchmarks.workload import Workload, documents, objects
-from adapters.cli import main
-from adapters.framework.cluster import cluster_from_objects
-from adapters.framework.cycle_state import CycleState
-from adapters.framework.resources import Resources
-from adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.actors.abi import Code, NodeScore
+from wasm_scheduler.adapters.benchmarks.native_nodenumber import NativeNodeNumber, last_digit
+from wasm_scheduler.adapters.benchmarks.throughput import VARIANTS, targets
+from wasm_scheduler.adapters.benchmarks.workload import Workload, documents, objects
+from wasm_scheduler.adapters.cli import main
+from wasm_scheduler.adapters.framework.cluster import cluster_from_objects
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.resources import Resources
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 
 TOP_KEYS = {"throughput", "ratios", "extension_points", "call_overhead_us", "memory_per_instance_mib", "load_ms",
             "targets", "checks"}
@@ -129,9 +129,9 @@ def test_extender_variants_send_what_their_configuration_says(variant: str, send
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """`extender` is configured like the SIG project's scheduler_perf comparison
     (nodeCacheCapable false: whole v1.Node objects); `extender-names` sends names only."""
-    from adapters.benchmarks.extender_client import ExtenderClient
-    from adapters.benchmarks.throughput import variant_config
-    from adapters.framework.plugins.base import PluginContext
+    from wasm_scheduler.adapters.benchmarks.extender_client import ExtenderClient
+    from wasm_scheduler.adapters.benchmarks.throughput import variant_config
+    from wasm_scheduler.adapters.framework.plugins.base import PluginContext
 
     args = variant_config(variant, "http://127.0.0.1:1").profiles[0].plugin_args[ExtenderClient.NAME].args
     # The way the framework makes it: from the profile's pluginConfig args.
@@ -152,8 +152,8 @@ def test_extender_variants_send_what_their_configuration_says(variant: str, send
 
 
 def test_an_extender_without_node_cache_capable_gets_whole_nodes_as_kube_scheduler_sends_them() -> None:
-    from adapters.benchmarks.extender_client import ExtenderClient
-    from adapters.framework.plugins.base import PluginContext
+    from wasm_scheduler.adapters.benchmarks.extender_client import ExtenderClient
+    from wasm_scheduler.adapters.framework.plugins.base import PluginContext
 
     client = ExtenderClient(PluginContext(ExtenderClient.NAME, {"urlPrefix": "http://127.0.0.1:1"}, None, None))  # type: ignore[arg-type]
     assert client.node_cache_capable is False
@@ -164,7 +164,7 @@ def test_added_time_is_floored_by_the_plugin_s_cpu_on_the_scheduling_thread_not_
     """A difference under the noise is raised to the plugin's own CPU time; a plugin whose
     calls wait for other threads (wasm) keeps its measured difference even when its wall
     time in the calls is longer (other threads ran baseline's work meanwhile)."""
-    from adapters.benchmarks.throughput import Round, throughput_figures
+    from wasm_scheduler.adapters.benchmarks.throughput import Round, throughput_figures
 
     def round_of(variant: str, seconds: float, wall_per_pod: float = 0.0, cpu_per_pod: float = 0.0) -> Round:
         placements = {f"ns/p{i}": "node-1" for i in range(1000)}

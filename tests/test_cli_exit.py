@@ -16,15 +16,15 @@ import pykka
 import pytest
 import yaml
 
-import adapters.cli
-from adapters.cli import EXIT_BROKEN_PIPE, EXIT_POD_ERRORS, EXIT_USER_ERROR, main
+from wasm_scheduler.adapters import cli
+from wasm_scheduler.adapters.cli import EXIT_BROKEN_PIPE, EXIT_POD_ERRORS, EXIT_USER_ERROR, main
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT_S = 60
 
 
 def command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "adapters.cli", *args]
+    return [sys.executable, "-m", "wasm_scheduler.adapters.cli", *args]
 
 
 def finish(process: subprocess.Popen[bytes]) -> int:
@@ -84,7 +84,7 @@ def test_a_command_that_fails_unexpectedly_leaves_no_actor_behind(monkeypatch, c
         started.append(Lingering.start())
         raise failure("in the middle of the run")
 
-    monkeypatch.setattr(adapters.cli, "simulate", failing_simulate)
+    monkeypatch.setattr(cli, "simulate", failing_simulate)
     if code is None:
         with pytest.raises(failure):  # a bug keeps its traceback
             main(["simulate"])

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from adapters import cpu_affinity
-from adapters.cli import main
-from adapters.cpu_affinity import Pinning, apply_cpus, current_cpu, parse_cpus
-from adapters.framework.errors import UserError
+from wasm_scheduler.adapters import cpu_affinity
+from wasm_scheduler.adapters.cli import main
+from wasm_scheduler.adapters.cpu_affinity import Pinning, apply_cpus, current_cpu, parse_cpus
+from wasm_scheduler.adapters.framework.errors import UserError
 
 pytestmark = pytest.mark.skipif(not cpu_affinity.supported(), reason="threads cannot be placed on this platform")
 
@@ -173,7 +173,7 @@ def test_a_cpu_the_process_cannot_use_is_a_user_error_of_the_command(capsys: pyt
 
 
 def test_the_commands_that_end_pin_by_default_the_server_does_not() -> None:
-    from adapters.cli import build_parser
+    from wasm_scheduler.adapters.cli import build_parser
 
     parser = build_parser()
     assert parser.parse_args(["simulate"]).cpus == "auto"

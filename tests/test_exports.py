@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from actors.abi import (
+from tests.conftest import wat_guest
+from tests.probe import CALLS, EXPORT_IDS, HIGH, LAST_EXPORT, STATUS, Script, word
+from wasm_scheduler.actors.abi import (
     ClusterEvent,
     Code,
     FilterResult,
@@ -24,11 +26,9 @@ from actors.abi import (
     ScoreResult,
     Status,
 )
-from actors.guest_instance import GuestInstance
-from actors.handle import EmptyHandle
-from registry.compiler import GuestCompiler
-from tests.conftest import wat_guest
-from tests.probe import CALLS, EXPORT_IDS, HIGH, LAST_EXPORT, STATUS, Script, word
+from wasm_scheduler.actors.guest_instance import GuestInstance
+from wasm_scheduler.actors.handle import EmptyHandle
+from wasm_scheduler.registry.compiler import GuestCompiler
 
 POD = {"metadata": {"name": "web-0", "namespace": "shop", "uid": "uid-web-0"},
        "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}}

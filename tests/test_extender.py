@@ -21,13 +21,13 @@ import pytest
 import structlog
 import structlog.testing
 
-from adapters.extender.binder import KubernetesBinder
-from adapters.extender.server import ExtenderServer
-from adapters.extender.service import ExtenderService, NodeCache, WeightedPlugin
-from adapters.wasm_plugin import WasmPlugin
-from registry.compiler import GuestCompiler
-from registry.config import PluginConfig, PoolConfig
 from tests.conftest import GUESTS
+from wasm_scheduler.adapters.extender.binder import KubernetesBinder
+from wasm_scheduler.adapters.extender.server import ExtenderServer
+from wasm_scheduler.adapters.extender.service import ExtenderService, NodeCache, WeightedPlugin
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.registry.config import PluginConfig, PoolConfig
 
 NODE_NAMES = ["node-0", "node-1", "node-2", "node-4", "node-9"]
 

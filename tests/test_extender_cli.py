@@ -9,16 +9,17 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from adapters.cli import main
 from tests.conftest import EXAMPLES
+from wasm_scheduler.adapters.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_serves_until_sigterm_then_exits_cleanly() -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "adapters.cli", "extender", "--config", str(EXAMPLES / "scheduler-config.yaml"),
-         "--listen", "127.0.0.1:0", "--cluster", str(EXAMPLES / "cluster.yaml")],
+        [sys.executable, "-m", "wasm_scheduler.adapters.cli", "extender",
+         "--config", str(EXAMPLES / "scheduler-config.yaml"), "--listen", "127.0.0.1:0",
+         "--cluster", str(EXAMPLES / "cluster.yaml")],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:

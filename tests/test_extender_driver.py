@@ -20,13 +20,13 @@ import pytest
 import structlog
 from structlog.testing import LogCapture
 
-from adapters.extender.server import ExtenderServer
-from adapters.extender.service import ExtenderService, NodeCache, WeightedPlugin
-from adapters.wasm_plugin import WasmPlugin
-from registry.compiler import GuestCompiler
-from registry.config import PluginConfig
 from tests.conftest import GUESTS
 from tests.kube_scheduler_driver import ExtenderConfig, KubeSchedulerDriver
+from wasm_scheduler.adapters.extender.server import ExtenderServer
+from wasm_scheduler.adapters.extender.service import ExtenderService, NodeCache, WeightedPlugin
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.registry.config import PluginConfig
 
 NS = "ns"
 #: Generous for a loaded 2-core machine; kube-scheduler's default is 5 s.

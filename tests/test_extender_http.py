@@ -29,11 +29,17 @@ import pytest
 import structlog.testing
 import yaml
 
-from adapters.extender import protocol
-from adapters.extender.command import ExtenderOptions
-from adapters.extender.server import ExtenderServer, ServerLimits, ServerSecurity, read_token, tls_context
-from adapters.framework.errors import UserError
 from tests.conftest import GUESTS
+from wasm_scheduler.adapters.extender import protocol
+from wasm_scheduler.adapters.extender.command import ExtenderOptions
+from wasm_scheduler.adapters.extender.server import (
+    ExtenderServer,
+    ServerLimits,
+    ServerSecurity,
+    read_token,
+    tls_context,
+)
+from wasm_scheduler.adapters.framework.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}}
@@ -313,7 +319,7 @@ def test_a_500_body_has_no_exception_text_and_its_error_id_is_logged(serve) -> N
 
 
 def test_an_exception_escaping_a_connection_is_logged_not_printed(serve, capfd, monkeypatch) -> None:
-    from adapters.extender import server as server_module
+    from wasm_scheduler.adapters.extender import server as server_module
 
     def broken(self: Any) -> None:
         raise ValueError("a bug in the handler")
@@ -475,7 +481,7 @@ def _slow_extender_inputs(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
 def test_sigterm_drains_the_request_in_flight_then_exits_0(tmp_path: Path) -> None:
     config, body = _slow_extender_inputs(tmp_path)
     process = subprocess.Popen(
-        [sys.executable, "-m", "adapters.cli", "--log-level", "info", "--log-format", "json", "extender",
+        [sys.executable, "-m", "wasm_scheduler.adapters.cli", "--log-level", "info", "--log-format", "json", "extender",
          "--config", str(config), "--listen", "127.0.0.1:0", "--no-bind", "--drain-seconds", "30"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -515,8 +521,8 @@ def test_sigterm_drains_the_request_in_flight_then_exits_0(tmp_path: Path) -> No
 
 
 def test_the_command_reports_a_missing_certificate_in_one_line(tmp_path: Path, capsys) -> None:
-    from adapters.cli import main
     from tests.conftest import EXAMPLES
+    from wasm_scheduler.adapters.cli import main
 
     code = main(["extender", "--config", str(EXAMPLES / "scheduler-config.yaml"), "--listen", "127.0.0.1:0",
                  "--tls-cert", str(tmp_path / "missing-cert.pem"), "--tls-key", str(tmp_path / "missing-key.pem")])

@@ -17,13 +17,13 @@ from typing import Any
 
 import yaml
 
-from adapters.extender.command import ExtenderOptions, RunningExtender
-from adapters.framework.cluster import load_cluster
-from adapters.framework.config import load_config
-from adapters.framework.simulation import simulate
-from registry.compiler import GuestCompiler
 from tests.conftest import EXAMPLES, GUESTS
 from tests.test_extender import ApiServer
+from wasm_scheduler.adapters.extender.command import ExtenderOptions, RunningExtender
+from wasm_scheduler.adapters.framework.cluster import load_cluster
+from wasm_scheduler.adapters.framework.config import load_config
+from wasm_scheduler.adapters.framework.simulation import simulate
+from wasm_scheduler.registry.compiler import GuestCompiler
 
 NODES = [f"node-{i}" for i in range(10)]
 #: Even digits only: each pod has exactly one best feasible node (no tie to break).

@@ -11,14 +11,14 @@ import threading
 
 import pytest
 
-from actors.abi import Code, NodeScore
-from actors.fast_call import FAST_PATH_AVAILABLE
-from actors.guest_instance import GuestInstance
-from actors.handle import EmptyHandle
-from registry.compiler import GuestCompiler
-from registry.config import LimitsConfig, PluginConfig
 from tests.conftest import GUESTS
 from tests.probe import BUF, HIGH, STATUS, Script
+from wasm_scheduler.actors.abi import Code, NodeScore
+from wasm_scheduler.actors.fast_call import FAST_PATH_AVAILABLE
+from wasm_scheduler.actors.guest_instance import GuestInstance
+from wasm_scheduler.actors.handle import EmptyHandle
+from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.registry.config import LimitsConfig, PluginConfig
 
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}}
 

@@ -15,14 +15,14 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import pykka
 
-from actors.abi import Code
-from adapters.framework.cluster import cluster_from_objects
-from adapters.framework.config import config_from_dict
-from adapters.framework.simulation import simulate
-from adapters.wasm_plugin import WasmPlugin
-from registry.compiler import GuestCompiler
-from registry.config import LimitsConfig, PluginConfig
 from tests.conftest import EXAMPLES, GUESTS
+from wasm_scheduler.actors.abi import Code
+from wasm_scheduler.adapters.framework.cluster import cluster_from_objects
+from wasm_scheduler.adapters.framework.config import config_from_dict
+from wasm_scheduler.adapters.framework.simulation import simulate
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.registry.config import LimitsConfig, PluginConfig
 
 PODS = int(os.environ.get("FAULT_PODS", "3000"))
 NODES = [f"node-{i}" for i in range(4)]

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from actors.abi import SUCCESS, Code, PermitResult, PostFilterResult, Status
-from adapters.framework.cycle_state import CycleState
-from adapters.framework.plugins.base import NativePlugin, PluginContext
-from adapters.framework.results import PodStatus
-from adapters.framework.waiting_pods import WaitingPod
 from tests.framework_support import Journal, cluster, config, node, pod, recorder, run
+from wasm_scheduler.actors.abi import SUCCESS, Code, PermitResult, PostFilterResult, Status
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, PluginContext
+from wasm_scheduler.adapters.framework.results import PodStatus
+from wasm_scheduler.adapters.framework.waiting_pods import WaitingPod
 
 
 class Gate(NativePlugin):

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from actors.abi import SUCCESS, Code, PreFilterResult, ScoreResult, Status
-from adapters.framework.cycle_state import CycleState
-from adapters.framework.plugins.base import NativePlugin
-from adapters.framework.results import PodStatus
-from adapters.framework.scheduler import num_feasible_nodes_to_find
-from adapters.framework.snapshot import NodeInfo
 from tests.framework_support import Journal, cluster, config, node, pod, recorder, run
+from wasm_scheduler.actors.abi import SUCCESS, Code, PreFilterResult, ScoreResult, Status
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin
+from wasm_scheduler.adapters.framework.results import PodStatus
+from wasm_scheduler.adapters.framework.scheduler import num_feasible_nodes_to_find
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 
 SCHEDULING = ["pre_filter", "filter", "pre_score", "score", "normalize_score", "reserve", "permit"]
 

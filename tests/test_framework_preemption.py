@@ -5,14 +5,14 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from actors.abi import SUCCESS, Code, PermitResult, Status
-from adapters.framework import Scheduler, SchedulerOptions
-from adapters.framework.cycle_state import CycleState
-from adapters.framework.plugins.base import NativePlugin, PluginContext
-from adapters.framework.pods import PodInfo
-from adapters.framework.queue import QueuedPod
-from adapters.framework.results import PodStatus, Preemption
 from tests.framework_support import Journal, Recorder, cluster, config, node, pod, recorder, run
+from wasm_scheduler.actors.abi import SUCCESS, Code, PermitResult, Status
+from wasm_scheduler.adapters.framework import Scheduler, SchedulerOptions
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, PluginContext
+from wasm_scheduler.adapters.framework.pods import PodInfo
+from wasm_scheduler.adapters.framework.queue import QueuedPod
+from wasm_scheduler.adapters.framework.results import PodStatus, Preemption
 
 
 def low(name: str, node_name: str, cpu: str = "1", priority: int = 0, start: str = "2024-01-01T00:00:00Z") -> dict:

@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 import wasmtime
 
-from actors.abi import Code
-from adapters.framework import Scheduler, UserError
-from adapters.framework.cycle_state import CycleState
-from adapters.framework.handle import SchedulerHandle
-from adapters.framework.resources import Resources
-from adapters.framework.results import PodStatus
-from adapters.framework.snapshot import NodeInfo
-from adapters.wasm_plugin import WasmPlugin
-from registry.config import PluginConfig
 from tests.framework_support import cluster, config, node, pod, run
+from wasm_scheduler.actors.abi import Code
+from wasm_scheduler.adapters.framework import Scheduler, UserError
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.handle import SchedulerHandle
+from wasm_scheduler.adapters.framework.resources import Resources
+from wasm_scheduler.adapters.framework.results import PodStatus
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.registry.config import PluginConfig
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "nodenumber"
 

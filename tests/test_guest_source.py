@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from registry.config import PluginConfig
-from registry.errors import GuestLoadError
-from registry.source import GuestSource
 from tests.conftest import GUESTS
+from wasm_scheduler.registry.config import PluginConfig
+from wasm_scheduler.registry.errors import GuestLoadError
+from wasm_scheduler.registry.source import GuestSource
 
 PROBE_BYTES = (GUESTS / "probe.wat").read_bytes()
 

@@ -22,12 +22,12 @@ import structlog
 import yaml
 from structlog.testing import capture_logs
 
-from actors.abi import ClusterEvent, Code, NodeScore, NominatingMode, Status
-from actors.guest_instance import GuestInstance
-from actors.guest_memory import GuestMemory
-from actors.handle import EmptyHandle, FrameworkHandle
-from actors.kube_codec import decode_node_list, decode_pod, encode_node, encode_node_list, encode_pod
 from tests.probe import CALLS, EXPORT_IDS, LAST_EXPORT, Script, read, results, word
+from wasm_scheduler.actors.abi import ClusterEvent, Code, NodeScore, NominatingMode, Status
+from wasm_scheduler.actors.guest_instance import GuestInstance
+from wasm_scheduler.actors.guest_memory import GuestMemory
+from wasm_scheduler.actors.handle import EmptyHandle, FrameworkHandle
+from wasm_scheduler.actors.kube_codec import decode_node_list, decode_pod, encode_node, encode_node_list, encode_pod
 
 DATA = Path(__file__).parent / "data"
 
@@ -912,7 +912,7 @@ def test_pointer_outside_guest_memory_traps_the_call(
 
 
 def test_every_host_import_is_covered() -> None:
-    from actors.abi import HOST_IMPORTS
+    from wasm_scheduler.actors.abi import HOST_IMPORTS
 
     covered = {OOB[c][1](Script()).ops[0][0] for c in OOB}
     from tests.probe import OPS
@@ -968,7 +968,7 @@ def test_random_get_checks_the_range_before_allocating(
     import os
     import types
 
-    import actors.wasi
+    from wasm_scheduler.actors import wasi
 
     requested: list[int] = []
 
@@ -976,7 +976,7 @@ def test_random_get_checks_the_range_before_allocating(
         requested.append(n)
         return os.urandom(min(n, 1 << 20))
 
-    monkeypatch.setattr(actors.wasi, "os", types.SimpleNamespace(urandom=urandom))
+    monkeypatch.setattr(wasi, "os", types.SimpleNamespace(urandom=urandom))
     Script().op("random_get", OUT, 0x0400_0000).load(inst)  # 64 MiB, memory is 128 KiB
     status = call(inst, h, "filter")
     assert status.code == Code.ERROR

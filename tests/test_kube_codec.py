@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from actors import kube_schema as ks
-from actors.kube_codec import (
+from wasm_scheduler.actors import kube_schema as ks
+from wasm_scheduler.actors.kube_codec import (
     KubeCodecError,
     decode_node,
     decode_node_list,
@@ -292,7 +292,7 @@ def test_time_bytes() -> None:
 
 
 def test_micro_time_keeps_the_fraction() -> None:
-    from actors import kube_codec
+    from wasm_scheduler.actors import kube_codec
 
     msg = ks.message_class(ks.MICRO_TIME)()
     seconds, nanos = kube_codec._to_instant("2023-05-20T00:46:28.123456789Z", None)
@@ -892,7 +892,7 @@ def test_int_fields_accept_numeric_strings() -> None:
 
 
 def test_bytes_are_standard_base64() -> None:
-    from actors import kube_codec
+    from wasm_scheduler.actors import kube_codec
 
     assert kube_codec._to_bytes("aGk+Pw==", None) == b"hi>?"
     assert kube_codec._from_bytes(b"hi>?") == "aGk+Pw=="

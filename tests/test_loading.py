@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from actors.abi import Code, Status
-from actors.guest_instance import GuestInstance
-from actors.handle import EmptyHandle
-from registry.compiler import GuestCompiler
-from registry.config import PluginConfig, PluginConfigError
-from registry.errors import GuestLoadError
-from registry.source import MAX_REDIRECTS, GuestSource
 from tests.conftest import GUESTS, wat_guest
 from tests.probe import Script
+from wasm_scheduler.actors.abi import Code, Status
+from wasm_scheduler.actors.guest_instance import GuestInstance
+from wasm_scheduler.actors.handle import EmptyHandle
+from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.registry.config import PluginConfig, PluginConfigError
+from wasm_scheduler.registry.errors import GuestLoadError
+from wasm_scheduler.registry.source import MAX_REDIRECTS, GuestSource
 
 PROBE = GUESTS / "probe.wat"
 PROBE_BYTES = PROBE.read_bytes()

@@ -6,7 +6,7 @@ import logging
 
 import structlog
 
-from actors.log_level import DEBUG, INFO, enabled
+from wasm_scheduler.actors.log_level import DEBUG, INFO, enabled
 
 
 def test_a_filtering_logger_answers_for_its_level() -> None:

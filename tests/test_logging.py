@@ -15,9 +15,9 @@ import threading
 
 import structlog
 
-from adapters.cli import main
-from adapters.logs import configure_logging
-from adapters.trace import read_trace, render
+from wasm_scheduler.adapters.cli import main
+from wasm_scheduler.adapters.logs import configure_logging
+from wasm_scheduler.adapters.trace import read_trace, render
 
 
 def run_simulate_with_json_logs(capsys) -> tuple[dict, list[dict], list[str]]:

@@ -10,7 +10,7 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.mailbox import MailboxActor, ReplyFuture
+from wasm_scheduler.actors.mailbox import MailboxActor, ReplyFuture
 
 
 def test_a_value_set_on_another_thread_reaches_every_waiter_and_every_later_get() -> None:
@@ -212,7 +212,7 @@ def test_an_actor_dying_of_a_told_error_fails_the_asks_still_queued() -> None:
 def test_the_copies_of_a_call_keep_every_other_field() -> None:
     from dataclasses import fields
 
-    from actors.guest_actor import Invoke
+    from wasm_scheduler.actors.guest_actor import Invoke
 
     original = Invoke("score", ("pod", ["n1"], "handle"), "ns/pod", "uid-1", "binding", ReplyFuture(), "route-0")
     replying = original.replying(reply := ReplyFuture())

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from actors.abi import Code, NodeScore
-from adapters.framework.cycle_state import CycleState
-from adapters.framework.plugins.base import NativePlugin, default_normalize
-from adapters.framework.plugins.default_preemption import Candidate, pick_one
-from adapters.framework.plugins.node_affinity import NodeAffinity
-from adapters.framework.plugins.node_name import NodeName
-from adapters.framework.plugins.node_resources_fit import NodeResourcesFit
-from adapters.framework.plugins.node_unschedulable import NodeUnschedulable
-from adapters.framework.plugins.priority_sort import PrioritySort
-from adapters.framework.plugins.taint_toleration import TaintToleration
-from adapters.framework.pods import PodInfo
-from adapters.framework.queue import QueuedPod
-from adapters.framework.resources import Resources
-from adapters.framework.snapshot import NodeInfo
 from tests.framework_support import node, pod
+from wasm_scheduler.actors.abi import Code, NodeScore
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, default_normalize
+from wasm_scheduler.adapters.framework.plugins.default_preemption import Candidate, pick_one
+from wasm_scheduler.adapters.framework.plugins.node_affinity import NodeAffinity
+from wasm_scheduler.adapters.framework.plugins.node_name import NodeName
+from wasm_scheduler.adapters.framework.plugins.node_resources_fit import NodeResourcesFit
+from wasm_scheduler.adapters.framework.plugins.node_unschedulable import NodeUnschedulable
+from wasm_scheduler.adapters.framework.plugins.priority_sort import PrioritySort
+from wasm_scheduler.adapters.framework.plugins.taint_toleration import TaintToleration
+from wasm_scheduler.adapters.framework.pods import PodInfo
+from wasm_scheduler.adapters.framework.queue import QueuedPod
+from wasm_scheduler.adapters.framework.resources import Resources
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 
 NO_SCHEDULE = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 

@@ -19,12 +19,12 @@ import wasmtime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors import node_loop
-from actors.abi import Code, NodeScore, ScoreResult, Status, high_words, node_scores
-from actors.guest_instance import GuestInstance
-from actors.handle import EmptyHandle
-from registry.compiler import CompiledGuest, GuestCompiler
-from registry.config import LimitsConfig, PluginConfig
+from wasm_scheduler.actors import node_loop
+from wasm_scheduler.actors.abi import Code, NodeScore, ScoreResult, Status, high_words, node_scores
+from wasm_scheduler.actors.guest_instance import GuestInstance
+from wasm_scheduler.actors.handle import EmptyHandle
+from wasm_scheduler.registry.compiler import CompiledGuest, GuestCompiler
+from wasm_scheduler.registry.config import LimitsConfig, PluginConfig
 
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}}
 

@@ -15,19 +15,19 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.cli import main
-from adapters.extender.binder import KubernetesBinder, NoBinder, check_kubeconfig, find_kubeconfig
-from adapters.extender.command import ExtenderOptions, make_binder
-from adapters.framework.cluster import (
+from wasm_scheduler.adapters.cli import main
+from wasm_scheduler.adapters.extender.binder import KubernetesBinder, NoBinder, check_kubeconfig, find_kubeconfig
+from wasm_scheduler.adapters.extender.command import ExtenderOptions, make_binder
+from wasm_scheduler.adapters.framework.cluster import (
     cluster_from_objects,
     load_cluster,
     parse_yaml_documents,
     read_regular_file,
     read_yaml_documents,
 )
-from adapters.framework.config import config_from_dict, load_config
-from adapters.framework.errors import UserError, shown
-from registry.config import PluginConfig, PluginConfigError
+from wasm_scheduler.adapters.framework.config import config_from_dict, load_config
+from wasm_scheduler.adapters.framework.errors import UserError, shown
+from wasm_scheduler.registry.config import PluginConfig, PluginConfigError
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -15,8 +15,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.kube_codec import KubeCodecError, PodPartCache, decode_pod, encode_pod
-from actors.wire_cache import WireCache
+from wasm_scheduler.actors.kube_codec import KubeCodecError, PodPartCache, decode_pod, encode_pod
+from wasm_scheduler.actors.wire_cache import WireCache
 
 _HERE = Path(__file__).resolve().parent
 

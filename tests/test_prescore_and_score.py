@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from actors.abi import Code, NodeScore
-from adapters.wasm_plugin import WasmPlugin
-from registry.compiler import GuestCompiler
-from registry.config import PluginConfig
 from tests.conftest import wat_guest
+from wasm_scheduler.actors.abi import Code, NodeScore
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.registry.config import PluginConfig
 
 #: prescore answers the status written as the first digit of its guestConfig; score
 #: answers how many score calls this instance has run, including this one.

@@ -12,14 +12,14 @@ import json
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
-from actors.abi import Code
-from actors.guest_instance import GuestInstance
-from actors.handle import EmptyHandle
-from adapters.extender import protocol
-from registry.compiler import GuestCompiler
-from registry.config import PluginConfig
 from tests.conftest import GUESTS
 from tests.probe import OPS, Script
+from wasm_scheduler.actors.abi import Code
+from wasm_scheduler.actors.guest_instance import GuestInstance
+from wasm_scheduler.actors.handle import EmptyHandle
+from wasm_scheduler.adapters.extender import protocol
+from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.registry.config import PluginConfig
 
 COMPILER = GuestCompiler()
 PROBE = COMPILER.compile("probe", "probe.wat", (GUESTS / "probe.wat").read_bytes())

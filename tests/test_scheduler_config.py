@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.framework import Scheduler, UserError, config_from_dict, default_config, load_config
-from adapters.framework.config import API_VERSION, KIND
-from adapters.framework.plugins.base import NativePlugin
 from tests.framework_support import Journal, cluster, config, node, recorder
+from wasm_scheduler.adapters.framework import Scheduler, UserError, config_from_dict, default_config, load_config
+from wasm_scheduler.adapters.framework.config import API_VERSION, KIND
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -36,7 +36,7 @@ def slow_inputs(tmp_path: Path) -> tuple[Path, Path]:
 def test_a_signal_mid_run_stops_the_simulation_promptly(tmp_path: Path, sig: signal.Signals) -> None:
     config_path, cluster_path = slow_inputs(tmp_path)
     process = subprocess.Popen(
-        [sys.executable, "-m", "adapters.cli", "--log-level", "info", "--log-format", "json", "simulate",
+        [sys.executable, "-m", "wasm_scheduler.adapters.cli", "--log-level", "info", "--log-format", "json", "simulate",
          "--config", str(config_path), "--cluster", str(cluster_path), "--output", "json"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )

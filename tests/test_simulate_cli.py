@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adapters.cli import main
+from wasm_scheduler.adapters.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 STATUSES = {"Scheduled", "Unschedulable", "Error"}
@@ -328,10 +328,10 @@ def header_words(lines: list[str]) -> set[str]:
 
 
 def test_explain_fits_80_columns_without_splitting_a_word():
-    from adapters.framework.cluster import load_cluster
-    from adapters.framework.config import load_config
-    from adapters.framework.simulation import simulate as run
-    from adapters.report import render_explain
+    from wasm_scheduler.adapters.framework.cluster import load_cluster
+    from wasm_scheduler.adapters.framework.config import load_config
+    from wasm_scheduler.adapters.framework.simulation import simulate as run
+    from wasm_scheduler.adapters.report import render_explain
 
     report = run(load_config(EXAMPLES / "scheduler-config.yaml"), load_cluster(EXAMPLES / "cluster.yaml"),
                  explain=["default/web-3"])
@@ -349,8 +349,8 @@ def test_explain_fits_80_columns_without_splitting_a_word():
 
 
 def test_explain_abbreviates_score_plugins_that_do_not_fit_and_says_so():
-    from adapters.framework.results import CycleTrace, PodOutcome, PodStatus
-    from adapters.report import render_explain
+    from wasm_scheduler.adapters.framework.results import CycleTrace, PodOutcome, PodStatus
+    from wasm_scheduler.adapters.report import render_explain
 
     plugins = ["VeryLongScorePluginNameOne", "VeryLongScorePluginNameTwo", "AnotherRatherLongScorePlugin",
                "NodeResourcesBalancedAllocation"]

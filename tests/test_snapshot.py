@@ -6,9 +6,10 @@ from decimal import Decimal
 
 import pytest
 
-from adapters.framework import UserError, cluster_from_objects, load_cluster
-from adapters.framework.pods import PodInfo
-from adapters.framework.resources import (
+from tests.framework_support import cluster, node, pod
+from wasm_scheduler.adapters.framework import UserError, cluster_from_objects, load_cluster
+from wasm_scheduler.adapters.framework.pods import PodInfo
+from wasm_scheduler.adapters.framework.resources import (
     DEFAULT_MEMORY_REQUEST,
     QuantityError,
     Resources,
@@ -16,8 +17,7 @@ from adapters.framework.resources import (
     pod_requests,
     quantity_value,
 )
-from adapters.framework.snapshot import node_tree_order, normalized_image
-from tests.framework_support import cluster, node, pod
+from wasm_scheduler.adapters.framework.snapshot import node_tree_order, normalized_image
 
 
 @pytest.mark.parametrize(("text", "value"), [

@@ -12,10 +12,10 @@ import pytest
 import yaml
 from structlog.testing import capture_logs
 
-from adapters.extender.command import node_cache_from
-from adapters.extender.service import NodeCache
-from adapters.extender.snapshot_reload import SnapshotReloader
-from adapters.framework.errors import UserError
+from wasm_scheduler.adapters.extender.command import node_cache_from
+from wasm_scheduler.adapters.extender.service import NodeCache
+from wasm_scheduler.adapters.extender.snapshot_reload import SnapshotReloader
+from wasm_scheduler.adapters.framework.errors import UserError
 
 
 def _write(path: Path, nodes: list[str], bump_ns: int = 0) -> None:
@@ -83,7 +83,7 @@ def test_refresh_never_parses_on_the_request_path(tmp_path: Path, monkeypatch: p
     cache = SnapshotReloader(path, poll_s=3600)  # the poller only runs when woken
     try:
         parsed: list[str] = []
-        import adapters.extender.snapshot_reload as module
+        import wasm_scheduler.adapters.extender.snapshot_reload as module
 
         real = module.load_cluster
 

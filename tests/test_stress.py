@@ -18,11 +18,11 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import pytest
 
-from actors.abi import Code
-from adapters.wasm_plugin import WasmPlugin
-from registry.compiler import GuestCompiler
-from registry.config import PluginConfig
 from tests.conftest import GUESTS, SCORER_WAT
+from wasm_scheduler.actors.abi import Code
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.registry.config import PluginConfig
 
 PODS = int(os.environ.get("STRESS_PODS", "2000"))
 DEADLINE_S = 120

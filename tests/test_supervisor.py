@@ -16,13 +16,13 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.abi import Code, NodeScore
-from actors.guest_actor import GuestActor
-from actors.supervisor import Assigned, GetCounts, Lost, Route
-from adapters.wasm_plugin import WasmPlugin, pod_key
-from registry.compiler import GuestCompiler
-from registry.config import PluginConfig, PoolConfig
 from tests.conftest import GUESTS, SCORER_WAT, wat_guest
+from wasm_scheduler.actors.abi import Code, NodeScore
+from wasm_scheduler.actors.guest_actor import GuestActor
+from wasm_scheduler.actors.supervisor import Assigned, GetCounts, Lost, Route
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin, pod_key
+from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.registry.config import PluginConfig, PoolConfig
 
 NODES = ["node-1", "node-2", "node-3"]
 

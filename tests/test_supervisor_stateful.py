@@ -14,12 +14,12 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from actors.abi import Code
-from actors.supervisor import Assigned
-from adapters.wasm_plugin import WasmPlugin, pod_key
-from registry.compiler import GuestCompiler
-from registry.config import PluginConfig
 from tests.conftest import GUESTS, SCORER_WAT
+from wasm_scheduler.actors.abi import Code
+from wasm_scheduler.actors.supervisor import Assigned
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin, pod_key
+from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.registry.config import PluginConfig
 
 NODES = ["node-1", "node-2"]
 POD_NAMES = [f"pod-{i}" for i in range(6)]

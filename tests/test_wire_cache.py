@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from actors import wire_cache
-from actors.kube_codec import decode_pod
+from wasm_scheduler.actors import wire_cache
+from wasm_scheduler.actors.kube_codec import decode_pod
 
 
 def pod(name: str) -> dict:

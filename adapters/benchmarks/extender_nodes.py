@@ -1,4 +1,6 @@
-"""How the extender's verbs scale with the number of nodes: `python -m adapters.benchmarks.extender_nodes`.
+"""How the extender's verbs scale with the number of nodes.
+
+Run it as `python -m wasm_scheduler.adapters.benchmarks.extender_nodes [--nodes 5000 50000]`.
 
 This module owns one on-demand figure: the wall time of `filter` and `prioritize` of
 the NodeNumber guest behind the HTTP extender, for clusters of several sizes (5,000
@@ -20,14 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.benchmarks.workload import node, pod
-from adapters.extender.server import ExtenderServer
-from adapters.extender.service import ExtenderService, NodeCache, WeightedPlugin
-from adapters.framework.simulation import examples_dir
-from adapters.logs import configure_logging
-from adapters.wasm_plugin import WasmPlugin
-from registry.compiler import GuestCompiler
-from registry.config import PluginConfig
+from wasm_scheduler.adapters.benchmarks.workload import node, pod
+from wasm_scheduler.adapters.extender.server import ExtenderServer
+from wasm_scheduler.adapters.extender.service import ExtenderService, NodeCache, WeightedPlugin
+from wasm_scheduler.adapters.framework.simulation import examples_dir
+from wasm_scheduler.adapters.logs import configure_logging
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.registry.config import PluginConfig
 
 #: Largest size whose verbs are also measured with whole node objects in the body.
 MAX_OBJECT_NODES = 10_000
@@ -108,8 +110,8 @@ def render(figures: Sequence[Figure]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m adapters.benchmarks.extender_nodes", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m wasm_scheduler.adapters.benchmarks.extender_nodes",
+                                     description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, nargs="+", default=[5000, 50000], help="cluster sizes")
     parser.add_argument("--repeats", type=int, default=3, help="requests per verb and size (the median counts)")
     args = parser.parse_args(argv)

@@ -20,12 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from actors.fast_call import FAST_PATH_AVAILABLE
-from actors.guest_instance import GuestInstance
-from actors.handle import EmptyHandle
-from adapters.wasm_plugin import WasmPlugin
-from registry.compiler import GuestCompiler
-from registry.config import PluginConfig
+from wasm_scheduler.actors.fast_call import FAST_PATH_AVAILABLE
+from wasm_scheduler.actors.guest_instance import GuestInstance
+from wasm_scheduler.actors.handle import EmptyHandle
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.registry.config import PluginConfig
 
 #: A guest whose filter does nothing and whose prescore calls get_config N times.
 NOOP_GUEST = """

@@ -45,18 +45,18 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from adapters.benchmarks import micro
-from adapters.benchmarks.extender_client import ExtenderClient
-from adapters.benchmarks.native_nodenumber import NativeNodeNumber
-from adapters.benchmarks.workload import Workload, documents, objects
-from adapters.framework.cluster import Cluster, cluster_from_objects
-from adapters.framework.config import API_VERSION, KIND, SchedulerConfig, config_from_dict
-from adapters.framework.plugins import PluginFactory
-from adapters.framework.pods import KubeObject
-from adapters.framework.results import PodStatus
-from adapters.framework.scheduler import Scheduler, SchedulerOptions
-from adapters.framework.simulation import examples_dir
-from registry.compiler import GuestCompiler
+from wasm_scheduler.adapters.benchmarks import micro
+from wasm_scheduler.adapters.benchmarks.extender_client import ExtenderClient
+from wasm_scheduler.adapters.benchmarks.native_nodenumber import NativeNodeNumber
+from wasm_scheduler.adapters.benchmarks.workload import Workload, documents, objects
+from wasm_scheduler.adapters.framework.cluster import Cluster, cluster_from_objects
+from wasm_scheduler.adapters.framework.config import API_VERSION, KIND, SchedulerConfig, config_from_dict
+from wasm_scheduler.adapters.framework.plugins import PluginFactory
+from wasm_scheduler.adapters.framework.pods import KubeObject
+from wasm_scheduler.adapters.framework.results import PodStatus
+from wasm_scheduler.adapters.framework.scheduler import Scheduler, SchedulerOptions
+from wasm_scheduler.adapters.framework.simulation import examples_dir
+from wasm_scheduler.registry.compiler import GuestCompiler
 
 VARIANTS: tuple[str, ...] = ("baseline", "native", "wasm", "extender", "extender-names")
 #: The plugin each variant adds to the default profile (none for baseline).
@@ -187,7 +187,7 @@ def run_round(variant: str, cluster: Cluster, compiler: GuestCompiler, extender_
 @contextmanager
 def loopback_extender(workload: Workload, compiler: GuestCompiler) -> Iterator[str]:
     """The NodeNumber guest behind `wasm-scheduler extender --no-bind`, in this process; its URL."""
-    from adapters.extender.command import ExtenderOptions, RunningExtender
+    from wasm_scheduler.adapters.extender.command import ExtenderOptions, RunningExtender
 
     with tempfile.TemporaryDirectory(prefix="wasm-scheduler-bench-") as tmp:
         config = Path(tmp) / "scheduler-config.yaml"

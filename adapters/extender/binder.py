@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from adapters.framework.cluster import parse_yaml_documents, read_regular_file
-from adapters.framework.errors import UserError, clip
+from wasm_scheduler.adapters.framework.cluster import parse_yaml_documents, read_regular_file
+from wasm_scheduler.adapters.framework.errors import UserError, clip
 
 log = structlog.get_logger("adapters.extender.binder")
 

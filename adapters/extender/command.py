@@ -20,8 +20,8 @@ from pathlib import Path
 
 import structlog
 
-from adapters.extender.binder import Binder, KubernetesBinder, NoBinder, find_kubeconfig
-from adapters.extender.server import (
+from wasm_scheduler.adapters.extender.binder import Binder, KubernetesBinder, NoBinder, find_kubeconfig
+from wasm_scheduler.adapters.extender.server import (
     DEFAULT_BACKLOG,
     DEFAULT_DRAIN_S,
     DEFAULT_MAX_BODY,
@@ -33,12 +33,12 @@ from adapters.extender.server import (
     read_token,
     tls_context,
 )
-from adapters.extender.service import ExtenderService, NodeCache, NodeSource, WeightedPlugin
-from adapters.extender.snapshot_reload import DEFAULT_POLL_S, SnapshotReloader
-from adapters.framework.config import SchedulerConfig, load_config
-from adapters.framework.errors import UserError
-from adapters.framework.profile import load_wasm_plugin
-from registry.compiler import GuestCompiler
+from wasm_scheduler.adapters.extender.service import ExtenderService, NodeCache, NodeSource, WeightedPlugin
+from wasm_scheduler.adapters.extender.snapshot_reload import DEFAULT_POLL_S, SnapshotReloader
+from wasm_scheduler.adapters.framework.config import SchedulerConfig, load_config
+from wasm_scheduler.adapters.framework.errors import UserError
+from wasm_scheduler.adapters.framework.profile import load_wasm_plugin
+from wasm_scheduler.registry.compiler import GuestCompiler
 
 log = structlog.get_logger("adapters.extender")
 

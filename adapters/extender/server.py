@@ -39,9 +39,9 @@ from typing import Any
 
 import structlog
 
-from adapters.extender import protocol
-from adapters.extender.service import ExtenderCallError, ExtenderService
-from adapters.framework.errors import UserError
+from wasm_scheduler.adapters.extender import protocol
+from wasm_scheduler.adapters.extender.service import ExtenderCallError, ExtenderService
+from wasm_scheduler.adapters.framework.errors import UserError
 
 log = structlog.get_logger("adapters.extender.server")
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import structlog
 
-from adapters.framework.cluster import load_cluster
-from adapters.framework.errors import UserError, clip
+from wasm_scheduler.adapters.framework.cluster import load_cluster
+from wasm_scheduler.adapters.framework.errors import UserError, clip
 
 log = structlog.get_logger("adapters.extender.snapshot_reload")
 

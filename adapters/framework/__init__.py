@@ -20,11 +20,11 @@ side through the same extension points. Modules, one job each:
 - `simulation`: files in, report out (what ``wasm-scheduler simulate`` runs).
 """
 
-from adapters.framework.cluster import Cluster, cluster_from_objects, load_cluster
-from adapters.framework.config import SchedulerConfig, config_from_dict, default_config, load_config
-from adapters.framework.errors import UserError
-from adapters.framework.results import PodOutcome, PodStatus, SimulationReport
-from adapters.framework.scheduler import Scheduler, SchedulerOptions
+from wasm_scheduler.adapters.framework.cluster import Cluster, cluster_from_objects, load_cluster
+from wasm_scheduler.adapters.framework.config import SchedulerConfig, config_from_dict, default_config, load_config
+from wasm_scheduler.adapters.framework.errors import UserError
+from wasm_scheduler.adapters.framework.results import PodOutcome, PodStatus, SimulationReport
+from wasm_scheduler.adapters.framework.scheduler import Scheduler, SchedulerOptions
 
 __all__ = [
     "Cluster",

@@ -22,10 +22,10 @@ from typing import Any
 import structlog
 import yaml
 
-from adapters.framework.errors import UserError, clip, shown, where
-from adapters.framework.pods import KubeObject, PodInfo, node_name_of, pod_key
-from adapters.framework.resources import QuantityError, Resources
-from adapters.framework.snapshot import NodeInfo, Snapshot
+from wasm_scheduler.adapters.framework.errors import UserError, clip, shown, where
+from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, node_name_of, pod_key
+from wasm_scheduler.adapters.framework.resources import QuantityError, Resources
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo, Snapshot
 
 log = structlog.get_logger("adapters.framework.cluster")
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapters.framework.cluster import read_yaml_documents
-from adapters.framework.errors import UserError, clip, shown
-from adapters.framework.plugins import DEFAULT_MULTIPOINT
-from adapters.framework.pods import DEFAULT_SCHEDULER_NAME
+from wasm_scheduler.adapters.framework.cluster import read_yaml_documents
+from wasm_scheduler.adapters.framework.errors import UserError, clip, shown
+from wasm_scheduler.adapters.framework.plugins import DEFAULT_MULTIPOINT
+from wasm_scheduler.adapters.framework.pods import DEFAULT_SCHEDULER_NAME
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"

@@ -10,7 +10,7 @@ Everything else that escapes the framework is a bug. `shown` and `clip` (from
 
 from __future__ import annotations
 
-from registry.errors import SHOWN_LIMIT, clip, shown
+from wasm_scheduler.registry.errors import SHOWN_LIMIT, clip, shown
 
 
 class UserError(Exception):

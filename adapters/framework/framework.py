@@ -22,17 +22,17 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from actors.abi import SUCCESS, Code, PostFilterResult, Status, score_columns
-from actors.log_level import DEBUG, enabled
-from adapters.framework.cycle_state import CycleState
-from adapters.framework.plugins.base import EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, Plugin
-from adapters.framework.pods import KubeObject, PodInfo, pod_key
-from adapters.framework.results import PASSED, CycleTrace
-from adapters.framework.snapshot import NodeInfo
-from adapters.framework.waiting_pods import MAX_PERMIT_TIMEOUT_S
+from wasm_scheduler.actors.abi import SUCCESS, Code, PostFilterResult, Status, score_columns
+from wasm_scheduler.actors.log_level import DEBUG, enabled
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.plugins.base import EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, Plugin
+from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, pod_key
+from wasm_scheduler.adapters.framework.results import PASSED, CycleTrace
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.adapters.framework.waiting_pods import MAX_PERMIT_TIMEOUT_S
 
 if TYPE_CHECKING:
-    from adapters.framework.handle import SchedulerHandle
+    from wasm_scheduler.adapters.framework.handle import SchedulerHandle
 
 log = structlog.get_logger("adapters.framework")
 

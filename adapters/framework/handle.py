@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 
 import structlog
 
-from adapters.framework.pods import KubeObject, PodInfo
-from adapters.framework.queue import Nominator
-from adapters.framework.snapshot import Snapshot
-from adapters.framework.waiting_pods import WaitingPod, WaitingPods
+from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo
+from wasm_scheduler.adapters.framework.queue import Nominator
+from wasm_scheduler.adapters.framework.snapshot import Snapshot
+from wasm_scheduler.adapters.framework.waiting_pods import WaitingPod, WaitingPods
 
 log = structlog.get_logger("adapters.framework.handle")
 

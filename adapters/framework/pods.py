@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.framework.resources import PodRequests, pod_requests
+from wasm_scheduler.adapters.framework.resources import PodRequests, pod_requests
 
 KubeObject = Mapping[str, Any]
 

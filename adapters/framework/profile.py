@@ -16,16 +16,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import cast
 
-from actors.handle import FrameworkHandle
-from adapters.framework.config import CONFIG_POINTS, PluginArgs, PluginRef, ProfileConfig, SchedulerConfig
-from adapters.framework.errors import UserError
-from adapters.framework.framework import Framework
-from adapters.framework.handle import SchedulerHandle
-from adapters.framework.plugins import IN_TREE, UPSTREAM_ONLY, Plugin, PluginContext, PluginFactory
-from adapters.wasm_plugin import WasmPlugin
-from registry.compiler import GuestCompiler
-from registry.config import PluginConfig, PluginConfigError
-from registry.errors import GuestLoadError
+from wasm_scheduler.actors.handle import FrameworkHandle
+from wasm_scheduler.adapters.framework.config import (
+    CONFIG_POINTS,
+    PluginArgs,
+    PluginRef,
+    ProfileConfig,
+    SchedulerConfig,
+)
+from wasm_scheduler.adapters.framework.errors import UserError
+from wasm_scheduler.adapters.framework.framework import Framework
+from wasm_scheduler.adapters.framework.handle import SchedulerHandle
+from wasm_scheduler.adapters.framework.plugins import IN_TREE, UPSTREAM_ONLY, Plugin, PluginContext, PluginFactory
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.registry.config import PluginConfig, PluginConfigError
+from wasm_scheduler.registry.errors import GuestLoadError
 
 
 def build_framework(profile: ProfileConfig, config: SchedulerConfig, handle: SchedulerHandle,

@@ -24,21 +24,21 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from actors.abi import SUCCESS, ClusterEvent, Code, Status
-from adapters.framework.cluster import Cluster
-from adapters.framework.config import SchedulerConfig
-from adapters.framework.cycle_state import CycleState
-from adapters.framework.errors import UserError
-from adapters.framework.framework import Diagnosis, Framework, ScoreTable
-from adapters.framework.handle import SchedulerHandle
-from adapters.framework.plugins import PluginFactory
-from adapters.framework.pods import PodInfo, nominated_node_of, scheduler_name
-from adapters.framework.profile import build_framework
-from adapters.framework.queue import ASSIGNED_POD_DELETE, QueuedPod, SchedulingQueue, event_matches
-from adapters.framework.results import CycleTrace, PodOutcome, PodStatus, Preemption, SimulationReport
-from adapters.framework.snapshot import NodeInfo, SnapshotView
-from adapters.framework.waiting_pods import WaitingPod
-from registry.compiler import GuestCompiler
+from wasm_scheduler.actors.abi import SUCCESS, ClusterEvent, Code, Status
+from wasm_scheduler.adapters.framework.cluster import Cluster
+from wasm_scheduler.adapters.framework.config import SchedulerConfig
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.errors import UserError
+from wasm_scheduler.adapters.framework.framework import Diagnosis, Framework, ScoreTable
+from wasm_scheduler.adapters.framework.handle import SchedulerHandle
+from wasm_scheduler.adapters.framework.plugins import PluginFactory
+from wasm_scheduler.adapters.framework.pods import PodInfo, nominated_node_of, scheduler_name
+from wasm_scheduler.adapters.framework.profile import build_framework
+from wasm_scheduler.adapters.framework.queue import ASSIGNED_POD_DELETE, QueuedPod, SchedulingQueue, event_matches
+from wasm_scheduler.adapters.framework.results import CycleTrace, PodOutcome, PodStatus, Preemption, SimulationReport
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo, SnapshotView
+from wasm_scheduler.adapters.framework.waiting_pods import WaitingPod
+from wasm_scheduler.registry.compiler import GuestCompiler
 
 log = structlog.get_logger("adapters.framework.scheduler")
 

@@ -18,16 +18,16 @@ from typing import Any
 
 import structlog
 
-import adapters
-from actors.kube_codec import KubeCodecError, encode_node, encode_pod
-from adapters.framework.cluster import Cluster, load_cluster
-from adapters.framework.config import SchedulerConfig, load_config
-from adapters.framework.errors import UserError
-from adapters.framework.plugins import PluginFactory
-from adapters.framework.pods import KubeObject
-from adapters.framework.results import SimulationReport
-from adapters.framework.scheduler import Scheduler, SchedulerOptions
-from registry.compiler import GuestCompiler
+import wasm_scheduler.examples
+from wasm_scheduler.actors.kube_codec import KubeCodecError, encode_node, encode_pod
+from wasm_scheduler.adapters.framework.cluster import Cluster, load_cluster
+from wasm_scheduler.adapters.framework.config import SchedulerConfig, load_config
+from wasm_scheduler.adapters.framework.errors import UserError
+from wasm_scheduler.adapters.framework.plugins import PluginFactory
+from wasm_scheduler.adapters.framework.pods import KubeObject
+from wasm_scheduler.adapters.framework.results import SimulationReport
+from wasm_scheduler.adapters.framework.scheduler import Scheduler, SchedulerOptions
+from wasm_scheduler.registry.compiler import GuestCompiler
 
 log = structlog.get_logger("adapters.framework.simulation")
 
@@ -36,16 +36,16 @@ DEFAULT_CLUSTER = "cluster.yaml"
 
 
 def examples_dir() -> Path:
-    """The embedded examples (a source checkout or an editable install)."""
-    return Path(adapters.__file__).resolve().parent.parent / "examples"
+    """The embedded examples: the package data `wasm_scheduler.examples` (in a checkout, examples/)."""
+    return Path(next(iter(wasm_scheduler.examples.__path__))).resolve()
 
 
 def default_input(name: str) -> Path:
     folder = examples_dir()
     path = folder / name
     if not path.is_file():
-        raise UserError(f"{path}: the embedded default is missing (the examples/ folder is not beside the "
-                        "installed package); pass --config and --cluster")
+        raise UserError(f"{path}: the embedded default is missing (the package data wasm_scheduler.examples "
+                        "is incomplete: reinstall wasm-scheduler); pass --config and --cluster")
     return path
 
 

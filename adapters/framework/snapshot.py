@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.framework.pods import KubeObject, PodInfo, pod_images, with_changes
-from adapters.framework.resources import ZERO, Resources
+from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, pod_images, with_changes
+from wasm_scheduler.adapters.framework.resources import ZERO, Resources
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")

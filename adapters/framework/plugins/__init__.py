@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from adapters.framework.plugins.base import NativePlugin, Plugin, PluginContext
-from adapters.framework.plugins.default_binder import DefaultBinder
-from adapters.framework.plugins.default_preemption import DefaultPreemption
-from adapters.framework.plugins.node_affinity import NodeAffinity
-from adapters.framework.plugins.node_name import NodeName
-from adapters.framework.plugins.node_resources_fit import NodeResourcesFit
-from adapters.framework.plugins.node_unschedulable import NodeUnschedulable
-from adapters.framework.plugins.priority_sort import PrioritySort
-from adapters.framework.plugins.taint_toleration import TaintToleration
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, Plugin, PluginContext
+from wasm_scheduler.adapters.framework.plugins.default_binder import DefaultBinder
+from wasm_scheduler.adapters.framework.plugins.default_preemption import DefaultPreemption
+from wasm_scheduler.adapters.framework.plugins.node_affinity import NodeAffinity
+from wasm_scheduler.adapters.framework.plugins.node_name import NodeName
+from wasm_scheduler.adapters.framework.plugins.node_resources_fit import NodeResourcesFit
+from wasm_scheduler.adapters.framework.plugins.node_unschedulable import NodeUnschedulable
+from wasm_scheduler.adapters.framework.plugins.priority_sort import PrioritySort
+from wasm_scheduler.adapters.framework.plugins.taint_toleration import TaintToleration
 
 PluginFactory = Callable[[PluginContext], Plugin]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from actors.abi import (
+from wasm_scheduler.actors.abi import (
     DEFAULT_CLUSTER_EVENTS,
     SUCCESS,
     ClusterEvent,
@@ -31,15 +31,15 @@ from actors.abi import (
     Status,
     node_scores,
 )
-from adapters.framework.cycle_state import CycleState
-from adapters.framework.errors import UserError
-from adapters.framework.pods import KubeObject
-from adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.errors import UserError
+from wasm_scheduler.adapters.framework.pods import KubeObject
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 
 if TYPE_CHECKING:
-    from adapters.framework.framework import Framework
-    from adapters.framework.handle import SchedulerHandle
-    from adapters.framework.queue import QueuedPod
+    from wasm_scheduler.adapters.framework.framework import Framework
+    from wasm_scheduler.adapters.framework.handle import SchedulerHandle
+    from wasm_scheduler.adapters.framework.queue import QueuedPod
 
 #: Every extension point, in kube-scheduler's order.
 EXTENSION_POINTS: tuple[str, ...] = (

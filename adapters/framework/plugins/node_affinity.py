@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from actors.abi import (
+from wasm_scheduler.actors.abi import (
     SUCCESS,
     ActionType,
     ClusterEvent,
@@ -24,11 +24,11 @@ from actors.abi import (
     ScoreResult,
     Status,
 )
-from adapters.framework.cycle_state import CycleState
-from adapters.framework.plugins.base import NativePlugin, default_normalize
-from adapters.framework.plugins.matching import labels_match, node_selector_matches, term_matches
-from adapters.framework.pods import KubeObject
-from adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, default_normalize
+from wasm_scheduler.adapters.framework.plugins.matching import labels_match, node_selector_matches, term_matches
+from wasm_scheduler.adapters.framework.pods import KubeObject
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 
 REASON = "node(s) didn't match Pod's node affinity/selector"
 REASON_CONFLICT = "pod affinity terms conflict"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from adapters.framework.plugins.base import NativePlugin
-from adapters.framework.queue import QueuedPod
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin
+from wasm_scheduler.adapters.framework.queue import QueuedPod
 
 
 class PrioritySort(NativePlugin):

@@ -1,0 +1,1 @@
+"""The embedded default inputs of `wasm-scheduler simulate` and the NodeNumber guest (package data)."""

@@ -1,0 +1,1 @@
+"""The NodeNumber guest: WAT source, build script and compiled module (package data)."""
