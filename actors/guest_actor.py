@@ -10,6 +10,7 @@ discards it; calls that still arrive are answered with an Error status.
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -220,8 +221,12 @@ class GuestActor(MailboxActor):
         try:
             result = getattr(inst, point)(*message.args)
         except Exception as exc:  # a bug of the host, not the guest: loud, but never a crash
-            self.log.error("instance.host_bug", extension_point=point, pod=message.pod, exc_info=exc)
-            inst.broken = inst.broken or f"host error in {point}: {type(exc).__name__}: {exc}"
+            # The details (they may name files) go to the log; the status, which can travel
+            # to an extender's client, carries only the id that finds them there.
+            error_id = secrets.token_hex(6)
+            self.log.error("instance.host_bug", extension_point=point, pod=message.pod, error_id=error_id,
+                           exc_info=exc)
+            inst.broken = inst.broken or f"host error in {point} (error id {error_id})"
             result = _unavailable(point, message.args, self.config.name, inst.broken)
         if enabled(self.log, DEBUG):
             self.log.debug(

@@ -49,6 +49,7 @@ message is a thread hand-off, the dominant cost of a call):
 from __future__ import annotations
 
 import contextlib
+import secrets
 import threading
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
@@ -487,10 +488,11 @@ class WasmPlugin:
 
     def _host_bug(self, answer: Assigned, invoke: Invoke, exc: Exception) -> Status:
         """A call that raised our own bug: logged loudly, the instance discarded, an Error."""
+        error_id = secrets.token_hex(6)  # the status names only this; the log has the details
         self.log.error("instance.host_bug", instance=answer.instance_id, pod=invoke.pod,
-                       extension_point=invoke.point, exc_info=exc)
-        self._broken(answer.instance_id, f"host error: {exc!r}")
-        return self._error(f"wasm plugin {self.name}: internal error in {invoke.point}: {exc!r}")
+                       extension_point=invoke.point, error_id=error_id, exc_info=exc)
+        self._broken(answer.instance_id, f"host error (error id {error_id})")
+        return self._error(f"wasm plugin {self.name}: internal error in {invoke.point} (error id {error_id})")
 
     def _exports(self, export: str) -> bool:
         return export in self.guest.exports

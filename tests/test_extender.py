@@ -414,3 +414,47 @@ def test_no_cycle_of_a_pod_starts_while_its_last_bind_runs(extender) -> None:
     assert ext.post("bind", binding(p, "node-1")) == (200, {"Error": ""})
     for name, counts in ext.counts().items():
         assert counts.binding == 0 and counts.discarded == 0 and counts.balanced, (name, counts)
+
+
+def test_a_host_error_in_a_guest_call_reaches_the_client_as_an_error_id_only(extender, monkeypatch) -> None:
+    from wasm_scheduler.actors.guest_instance import GuestInstance
+
+    def broken_score(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("cannot open /var/lib/secret/token.txt")
+
+    monkeypatch.setattr(GuestInstance, "score", broken_score)
+    ext = extender()
+    a = pod("a")
+    ext.post("filter", args_with_names(a))
+    with structlog.testing.capture_logs() as logs:
+        status, body = ext.post("prioritize", args_with_names(a))
+    assert status == 500 and "/var/lib" not in json.dumps(body) and "RuntimeError" not in json.dumps(body)
+    error_id = body["error"].rsplit("error id ", 1)[1].rstrip(")")
+    bugs = [line for line in logs if line["event"] == "instance.host_bug"]
+    assert bugs and bugs[0]["error_id"] == error_id  # the details are in the log, under that id
+
+
+def test_a_forged_bind_while_the_pod_has_the_slot_leaves_its_cycle_alone(extender) -> None:
+    ext = extender(expect_bind=False)  # nothing held at filter: the pod's cycle stays in the slot
+    a = pod("a")
+    ext.post("filter", args_with_names(a, ["node-2"]))
+    forged = {**binding(a, "node-2"), "PodNamespace": "other"}
+    status, result = ext.post("bind", forged)
+    assert status == 200 and "which this extender schedules as ns/a" in result["Error"]
+    assert ext.service.awaiting_bind() == 0 and ext.api.bindings == []
+    assert ext.post("bind", binding(a, "node-2")) == (200, {"Error": ""})  # the real bind still runs
+    assert [path for path, _ in ext.api.bindings] == ["/api/v1/namespaces/ns/pods/a/binding"]
+
+
+def test_held_pods_keep_no_node_list_and_the_binding_cycle_reads_the_latest_nodes(extender) -> None:
+    ext = extender()
+    pods = [pod(f"p{i}") for i in range(3)]
+    for p in pods:  # node objects in every request: each request parses its own copies
+        assert ext.post("filter", args_with_nodes(p))[1]["Error"] == ""
+    assert ext.service.awaiting_bind() == 3
+    assert sorted(ext.service._latest_nodes) == sorted(NODE_NAMES)  # one object a node, not one list a pod
+    assert all(not isinstance(v, list) for held in ext.service._awaiting.values() for v in vars(held).values())
+    for p in pods:
+        assert ext.post("bind", binding(p, "node-2")) == (200, {"Error": ""})
+    counts = ext.counts()["checker"]
+    assert counts.discarded == 0 and counts.binding == 0 and counts.balanced

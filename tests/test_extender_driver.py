@@ -297,6 +297,20 @@ def test_without_a_prioritize_verb_the_bind_follows_the_filter(start_extender) -
     assert_clean(ext)
 
 
+def test_a_bind_verb_without_a_filter_verb_is_named_as_the_mistake(start_extender, logs) -> None:
+    # One feasible node and no filter verb: kube-scheduler skips prioritize, so the pod's bind is
+    # the first call the extender sees and no cycle can run. Every refusal says why; the log once.
+    nodes = [node("node-2")]
+    ext = start_extender(nodes)
+    driver = KubeSchedulerDriver(nodes, [config(ext, filter_verb="")])
+    results = driver.run([pod("a")])
+    assert results[f"{NS}/a"].node == "" and set(driver.verbs_of("a")) == {"bind"}
+    answers = [c.answer["Error"] for c in driver.calls if c.verb == "bind"]
+    assert answers and all("needs a filterVerb" in a for a in answers)
+    assert [e["event"] for e in logs.entries].count("extender.bind_without_filter") == 1
+    assert ext.binder.calls == []
+
+
 # --- (f) a pod the extender is not interested in ------------------------------------------------------
 
 

@@ -149,8 +149,11 @@ class NodeCache:
 
 @dataclass
 class _AwaitingBind:
+    """A pod held for its bind. It keeps no node list: its binding cycle reads the latest
+    object of each node (`ExtenderService._bind_nodes`), so held pods cost no request's
+    node list each."""
+
     pod: KubeObject
-    nodes: list[KubeObject]
     deadline: float
 
 
@@ -180,10 +183,15 @@ class ExtenderService:
         self._binding: set[str] = set()
         #: Has any bind come since start? (A bind timeout with none hints at a missing bindVerb.)
         self._bind_seen = False
+        self._said_no_filter = False
         self._scheduling: str = ""  # uid of the pod whose scheduling cycle has the slot now
-        #: That pod, and the nodes of its cycle's first verb (for a bind without prioritize).
+        #: That pod (for a bind that comes while its cycle still has the slot).
         self._scheduling_pod: KubeObject | None = None
-        self._scheduling_nodes: list[KubeObject] = []
+        #: The latest object of every node a request carried whole (not node-cache-capable):
+        #: what a binding cycle's guest reads. One object a node name, however many pods wait.
+        self._latest_nodes: dict[str, KubeObject] = {}
+        #: Has any filter come since start? (A refused bind with none hints at a missing filterVerb.)
+        self._filter_seen = False
         self._stop = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep, name="extender-bind-sweeper", daemon=True)
         self._sweeper.start()
@@ -198,6 +206,7 @@ class ExtenderService:
 
     def _nodes_for(self, args: protocol.ExtenderArgs) -> list[KubeObject]:
         if args.nodes is not None:
+            self._latest_nodes.update(zip(args.node_names, args.nodes, strict=True))
             return args.nodes
         known = self.node_cache.nodes
         missing = [n for n in args.node_names if n not in known]
@@ -205,6 +214,10 @@ class ExtenderService:
             self.node_cache.refresh()
             known = self.node_cache.nodes
         return [known[n] for n in args.node_names if n in known]
+
+    def _bind_nodes(self) -> list[KubeObject]:
+        """What a binding cycle's guest reads: the latest object of every known node."""
+        return list({**self.node_cache.nodes, **self._latest_nodes}.values())
 
     def _state(self, nodes: Sequence[KubeObject]) -> RequestState:
         return RequestState(RequestHandle(nodes, self.node_cache.pods))
@@ -226,7 +239,6 @@ class ExtenderService:
             abandoned = self._awaiting.pop(uid, None)
             self._scheduling = uid
             self._scheduling_pod = pod
-            self._scheduling_nodes = list(state.handle.list_nodes())
         if abandoned is not None:
             self._release(abandoned.pod, "filtered again before bind")
         failures: list[Status] = []
@@ -246,6 +258,7 @@ class ExtenderService:
     # --- verbs -------------------------------------------------------------------------
 
     def filter(self, args: protocol.ExtenderArgs) -> dict[str, Any]:
+        self._filter_seen = True
         nodes = self._nodes_for(args)
         names = [n["metadata"]["name"] for n in nodes]
         known = set(names)
@@ -285,7 +298,7 @@ class ExtenderService:
         if candidates and self.expect_bind:
             # kube-scheduler may bind now without a prioritize (one feasible node), and the
             # next pod's filter may come first: the pod's instance leaves the slot here.
-            self._hold_for_bind(args.pod, nodes)
+            self._hold_for_bind(args.pod)
         return protocol.filter_result(candidates, args.nodes, failed, unresolvable)
 
     def prioritize(self, args: protocol.ExtenderArgs) -> list[dict[str, Any]]:
@@ -299,7 +312,7 @@ class ExtenderService:
         finally:
             # kube-scheduler binds even when prioritize failed (it ignores the error).
             if self.expect_bind:
-                self._hold_for_bind(args.pod, nodes)
+                self._hold_for_bind(args.pod)
 
     def _in_cycle(self, pod: KubeObject) -> bool:
         """Is the pod's scheduling cycle under way here (in the slot, or held for its bind)?"""
@@ -333,7 +346,7 @@ class ExtenderService:
             {n: (total * protocol.MAX_EXTENDER_PRIORITY + scale // 2) // scale for n, total in totals.items()}
         )
 
-    def _hold_for_bind(self, pod: KubeObject, nodes: list[KubeObject]) -> None:
+    def _hold_for_bind(self, pod: KubeObject) -> None:
         """The pod's instance moves to the binding map until its bind (or the timeout)."""
         uid, _name = pod_key(pod)
         with self._lock:
@@ -345,7 +358,7 @@ class ExtenderService:
                 return  # the slot went to another pod, or the cycle was released meanwhile
             for wp in self.plugins:
                 wp.plugin.hold_for_binding(pod)
-            self._awaiting[uid] = _AwaitingBind(pod, nodes, self.clock() + self.bind_timeout_s)
+            self._awaiting[uid] = _AwaitingBind(pod, self.clock() + self.bind_timeout_s)
             self._scheduling = ""
             self._scheduling_pod = None
 
@@ -354,18 +367,30 @@ class ExtenderService:
         with self._lock:
             self._bind_seen = True
             waiting = self._awaiting.get(uid)
-            if waiting is None and self._scheduling == uid and self._scheduling_pod is not None:
+            slot_pod = self._scheduling_pod if self._scheduling == uid else None
+            if waiting is None and slot_pod is not None and _same_pod(slot_pod, args):
                 # Its cycle still has the slot (no prioritize, and held nowhere yet): it moves
                 # to binding now, before anything else can take the slot.
                 for wp in self.plugins:
-                    wp.plugin.hold_for_binding(self._scheduling_pod)
-                waiting = _AwaitingBind(self._scheduling_pod, self._scheduling_nodes, 0.0)
+                    wp.plugin.hold_for_binding(slot_pod)
+                waiting = _AwaitingBind(slot_pod, 0.0)
                 self._awaiting[uid] = waiting
                 self._scheduling = ""
                 self._scheduling_pod = None
-            if waiting is None:
+            first_without_filter = False
+            if waiting is None and slot_pod is not None:
+                refusal = (f"bind of {args.pod_namespace}/{args.pod_name} names uid {uid}, which this extender "
+                           f"schedules as {pod_key(slot_pod)[1]}")
+            elif waiting is None:
                 refusal = (f"pod {args.pod_namespace}/{args.pod_name} (uid {uid}) has no scheduling cycle in this "
                            "extender (it restarted, or the bind came after the bind timeout); retry the pod")
+                if not self._filter_seen:
+                    # kube-scheduler skips prioritize when one node is feasible, so without a
+                    # filter verb such a pod's bind is the first call this extender sees.
+                    refusal += ("; no filter has come since the extender started: an extender entry with a "
+                                "bindVerb needs a filterVerb")
+                    first_without_filter = not self._said_no_filter
+                    self._said_no_filter = True
             elif not _same_pod(waiting.pod, args):
                 refusal = (f"bind of {args.pod_namespace}/{args.pod_name} names uid {uid}, which this extender "
                            f"scheduled as {pod_key(waiting.pod)[1]}")
@@ -375,6 +400,10 @@ class ExtenderService:
                 del self._awaiting[uid]
                 self._binding.add(uid)
         if waiting is None:
+            if first_without_filter:
+                log.warning("extender.bind_without_filter",
+                            reason="binds come but no filter has: kube-scheduler's extender entry needs a "
+                                   "filterVerb with its bindVerb (a pod with one feasible node gets no prioritize)")
             log.warning("extender.bind_refused", pod=f"{args.pod_namespace}/{args.pod_name}", pod_uid=uid,
                         node=args.node, reason=refusal)
             return {"Error": refusal}
@@ -387,7 +416,7 @@ class ExtenderService:
     def _binding_cycle(self, waiting: _AwaitingBind, args: protocol.BindingArgs) -> dict[str, Any]:
         """Reserve, Permit, PreBind, Bind, PostBind of a held pod; Unreserve on a failure."""
         pod, node = waiting.pod, args.node
-        state = self._state(waiting.nodes)
+        state = self._state(self._bind_nodes())
         done: list[WeightedPlugin] = []
 
         def fail(reason: str) -> dict[str, Any]:
