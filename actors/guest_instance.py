@@ -14,6 +14,7 @@ owns it, and its mailbox serializes every call (`actors.guest_actor`).
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Mapping, Sequence
 from itertools import repeat
 from typing import Any
@@ -207,6 +208,8 @@ class GuestInstance:
         text = exc.message if isinstance(exc, wasmtime.Trap) else (str(exc) or type(exc).__name__)
         if "Caused by:" in text:
             text = text.split("Caused by:", 1)[1]
+        # wasmtime before 42 appends a Rust backtrace when RUST_BACKTRACE is set: not the guest's.
+        text = text.split("Stack backtrace:", 1)[0]
         causes = [re.sub(r"^\d+:\s*", "", line.strip()) for line in text.strip().splitlines()]
         return "; ".join(c for c in causes if c) or type(exc).__name__
 
@@ -234,11 +237,15 @@ class GuestInstance:
 
     def _fail(self, export: str, exc: BaseException) -> Status:
         """Break the instance after a failed call and say why, as an Error status."""
-        reason = f"wasm plugin {self.plugin}: trap in {export}: {self._describe(exc)}{self._output_suffix()}"
+        if isinstance(exc, GUEST_FAULTS):
+            detail = self._describe(exc)
+        else:  # our own bug: its text (it may name files) stays in the log, found by its id
+            error_id = secrets.token_hex(6)
+            self.log.error("instance.host_bug", extension_point=export, error_id=error_id, exc_info=exc)
+            detail = f"host error (error id {error_id})"
+        reason = f"wasm plugin {self.plugin}: trap in {export}: {detail}{self._output_suffix()}"
         self.broken = reason
         self._funcs = {}
-        if not isinstance(exc, GUEST_FAULTS):
-            self.log.error("instance.host_bug", extension_point=export, exc_info=exc)
         self.log.warning("call.trapped", extension_point=export, phase=self.phase, trap=reason)
         return Status(Code.ERROR, reason, self.plugin)
 
@@ -287,9 +294,6 @@ class GuestInstance:
     def _unavailable(self, export: str) -> Status | None:
         """Error if broken; None if the export can run."""
         return self._broken_status(export) if self.broken else None
-
-    def implements(self, export: str) -> bool:
-        return export in self.exports
 
     # --- extension points ---------------------------------------------------------------
 
@@ -388,7 +392,8 @@ class GuestInstance:
         try:
             return self._status(self._call(ctx), ctx)
         except GuestBroken as exc:
-            return exc.args[0]
+            broken: Status = exc.args[0]
+            return broken
 
     def score(
         self, pod: KubeObject, node_names: Sequence[str], handle: FrameworkHandle

@@ -16,6 +16,18 @@ from typing import Any, Protocol
 KubeObject = Mapping[str, Any]
 
 
+def pod_name(pod: KubeObject) -> str:
+    """``namespace/name`` of a pod (a pod without a namespace is in ``default``)."""
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+
+
+def pod_uid(pod: KubeObject) -> str:
+    """The pod's uid; a pod without one is known by its ``namespace/name``."""
+    meta = pod.get("metadata") or {}
+    return str(meta.get("uid") or pod_name(pod))
+
+
 class FrameworkHandle(Protocol):
     """Read access to the cluster snapshot and the framework's side effects."""
 

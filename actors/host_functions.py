@@ -29,7 +29,7 @@ import structlog
 from wasm_scheduler.actors.abi import HOST_IMPORTS, ClusterEvent
 from wasm_scheduler.actors.go_json import GoJSONError, go_cstrings, go_event, go_score_map, go_text
 from wasm_scheduler.actors.guest_memory import GuestFault, GuestMemory
-from wasm_scheduler.actors.handle import FrameworkHandle, KubeObject
+from wasm_scheduler.actors.handle import FrameworkHandle, KubeObject, pod_name
 from wasm_scheduler.actors.kube_codec import encode_pod
 from wasm_scheduler.actors.log_level import enabled
 from wasm_scheduler.actors.wire_cache import WireCache
@@ -78,10 +78,7 @@ class CallContext:
 
     @property
     def pod_name(self) -> str:
-        if self.pod is None:
-            return ""
-        meta = self.pod.get("metadata", {})
-        return f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+        return pod_name(self.pod) if self.pod is not None else ""
 
 
 def _json(value: Any) -> bytes:

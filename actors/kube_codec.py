@@ -180,10 +180,9 @@ def _int_converter(bits: int) -> _Conv:
     kind = f"an integer (int{bits})"
 
     def convert(value: Any, path: _Path) -> int:
-        if type(value) is not int:
-            value = _as_int(value, path, kind)
-        if low <= value <= high:
-            return value
+        number: int = value if type(value) is int else _as_int(value, path, kind)
+        if low <= number <= high:
+            return number
         raise KubeCodecError(f"{_fmt_path(path)}: {value} is out of range for int{bits}")
 
     return convert
@@ -339,7 +338,7 @@ def _from_quantity(value: Message) -> str:
 def _from_int_or_string(value: Message) -> int | str:
     kind = value.type
     if kind == 0:
-        return value.intVal
+        return int(value.intVal)
     if kind == 1:
         return _from_str(value.strVal)
     raise _DecodeFailure(f"IntOrString type {kind} is neither 0 (int) nor 1 (string)")
@@ -398,7 +397,7 @@ def _encode_into(
             raise KubeCodecError(f"{_fmt_path((path, key))}: {exc}") from exc
 
 
-def _decode_message(msg: Message, table: Mapping[int, tuple[str, _Decoder, bool]]) -> dict:
+def _decode_message(msg: Message, table: Mapping[int, tuple[str, _Decoder, bool]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for fd, value in msg.ListFields():
         entry = table.get(fd.number)
@@ -570,7 +569,7 @@ _SPECIAL_DECODERS: Final[Mapping[str, Callable[[Any], Any]]] = {
 
 
 def _message_decoder(table: Mapping[int, tuple[str, _Decoder, bool]]) -> Callable[[Any], Any]:
-    def decode(value: Message) -> dict:
+    def decode(value: Message) -> dict[str, Any]:
         return _decode_message(value, table)
 
     return decode
@@ -579,8 +578,8 @@ def _message_decoder(table: Mapping[int, tuple[str, _Decoder, bool]]) -> Callabl
 def _repeated_message_decoder(
     table: Mapping[int, tuple[str, _Decoder, bool]],
 ) -> Callable[[Any], Any]:
-    def decode(values: Any) -> list[dict]:
-        out: list[dict] = []
+    def decode(values: Any) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
         try:
             for value in values:
                 out.append(_decode_message(value, table))
@@ -716,7 +715,8 @@ def _finish(msg: Message, what: str, unknown: list[str], sink: list[str] | None)
 def _serialise(msg: Message, failure: str) -> bytes:
     """The message's deterministic bytes; `failure` starts the error's message."""
     try:
-        return msg.SerializeToString(deterministic=True)
+        data: bytes = msg.SerializeToString(deterministic=True)
+        return data
     except Exception as exc:  # not expected: every field was checked on the way in
         raise KubeCodecError(f"{failure}: {exc}") from exc
 
@@ -886,4 +886,5 @@ def decode_node(data: bytes) -> dict[str, Any]:
 def decode_node_list(data: bytes) -> list[dict[str, Any]]:
     """The items of a protobuf ``v1.NodeList``, each in the kubectl JSON shape."""
     decoded = _decode(_parse(_NODE_LIST, data), _NODE_LIST)
-    return decoded.get("items", [])
+    items: list[dict[str, Any]] = decoded.get("items", [])
+    return items

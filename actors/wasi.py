@@ -85,15 +85,6 @@ class CapturedOutput:
         return out, err
 
 
-_I32 = wasmtime.ValType.i32()
-_I64 = wasmtime.ValType.i64()
-
-
-def _ty(params: str, results: str) -> wasmtime.FuncType:
-    kinds = {"i": _I32, "I": _I64}
-    return wasmtime.FuncType([kinds[c] for c in params], [kinds[c] for c in results])
-
-
 class Wasi:
     """The preview1 imports of one instance. `memory` is set once the instance exists."""
 

@@ -17,6 +17,9 @@ progress bar for long runs) or exactly one JSON document.
 
 ``--cpus`` (simulate, extender, bench) places the command's threads: `adapters.cpu_affinity`
 (default ``auto`` for the two that run and end, ``all`` for the long-running extender).
+The same three keep compiled guests in the user's cache folder (`default_cache_dir`), so a
+guest is compiled once, not on every run; ``--cache-dir DIR`` chooses the folder and
+``--no-cache`` compiles every time and writes nothing.
 """
 
 from __future__ import annotations
@@ -34,8 +37,10 @@ from typing import Any
 
 import pykka
 from rich.console import Console
+from rich.status import Status
 
 from wasm_scheduler.adapters.cpu_affinity import ALL, AUTO, apply_cpus
+from wasm_scheduler.adapters.framework.cluster import LoadStep
 from wasm_scheduler.adapters.framework.errors import UserError
 from wasm_scheduler.adapters.framework.results import PodStatus
 from wasm_scheduler.adapters.framework.simulation import (
@@ -48,6 +53,7 @@ from wasm_scheduler.adapters.framework.simulation import (
 from wasm_scheduler.adapters.logs import FORMATS, LEVELS, LogSink, configure_logging
 from wasm_scheduler.adapters.report import ProgressBar, json_document, render_explain, render_table, write_json
 from wasm_scheduler.adapters.trace import matching_pods, read_trace, render
+from wasm_scheduler.registry.compiler import GuestCompiler, default_cache_dir
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 2
@@ -82,6 +88,21 @@ def _cpus_option(parser: argparse.ArgumentParser, default: str = AUTO) -> None:
                              f"0-3 (default: {default}; see docs/performance.md)")
 
 
+def _cache_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--cache-dir", type=Path, metavar="DIR",
+                       help=f"folder of compiled guests kept between runs (default: {default_cache_dir()})")
+    group.add_argument("--no-cache", action="store_true",
+                       help="compile every guest on every run and write no compiled guest to disk")
+
+
+def cache_dir_of(args: argparse.Namespace) -> Path | None:
+    """The compiled-guest cache folder the command line asks for; None for --no-cache."""
+    if args.no_cache:
+        return None
+    return args.cache_dir if args.cache_dir is not None else default_cache_dir()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wasm-scheduler",
@@ -107,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="show, for this pending pod (namespace/name, or name), each node's result per filter "
                           "plugin and score per score plugin")
     _cpus_option(sim)
+    _cache_options(sim)
     sim.add_argument("--seed", type=int, default=0, help="seed of the tie-break between equal scores (default: 0)")
     _logging_options(sim, top=False)
     sim.set_defaults(run=run_simulate)
@@ -159,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     # A server runs for long: the system may spread it (and its neighbours) as load moves;
     # `--cpus auto` or a list pins it where the operator decides.
     _cpus_option(ext, default=ALL)
+    _cache_options(ext)
     _logging_options(ext, top=False)
     ext.set_defaults(run=run_extender)
 
@@ -175,13 +198,58 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--public-api", action="store_true",
                        help="call guests through wasmtime-py's public API instead of the fast path (a comparison)")
     _cpus_option(bench)
+    _cache_options(bench)
     _logging_options(bench, top=False)
     bench.set_defaults(run=run_bench)
     return parser
 
 
+def human_size(size_bytes: int) -> str:
+    """A file size for people: 812 B, 4.1 kB, 12.3 MB."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if size_bytes >= scale:
+            return f"{size_bytes / scale:.1f} {unit}"
+    return f"{size_bytes} B"
+
+
+class ClusterLoadStatus:
+    """What a person at a terminal sees while a cluster file loads: a spinner naming the file and
+    its size, then one summary line (unless the log, at info or debug, already shows it as
+    ``cluster.loaded``). When stderr is not a terminal it shows nothing."""
+
+    def __init__(self, console: Console, enabled: bool, summary: bool = True) -> None:
+        self.console = console
+        self.enabled = enabled
+        self.summary = summary
+        self._status: Status | None = None
+
+    def __call__(self, step: LoadStep) -> None:
+        if not self.enabled:
+            return
+        if not step.done:
+            self.stop()
+            self._status = self.console.status(f"loading {step.path.name} ({human_size(step.size_bytes)})…")
+            self._status.start()
+            return
+        self.stop()
+        if self.summary:
+            self.console.print(f"loaded {step.nodes} nodes, {step.pods} pods in {step.seconds:.1f} s",
+                               style="dim", highlight=False)
+
+    def stop(self) -> None:
+        """Remove the spinner (a failed load leaves no spinner behind)."""
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
 def run_simulate(args: argparse.Namespace) -> int:
-    config, cluster = load_inputs(args.config, args.cluster)
+    loading = ClusterLoadStatus(Console(file=sys.stderr, highlight=False), enabled=sys.stderr.isatty(),
+                                summary=LEVELS.index(args.log_level) > LEVELS.index("info"))
+    try:
+        config, cluster = load_inputs(args.config, args.cluster, progress=loading)
+    finally:
+        loading.stop()
     explain_key = None
     if args.explain:
         pod = cluster.find_pending(args.explain)
@@ -191,9 +259,13 @@ def run_simulate(args: argparse.Namespace) -> int:
         explain_key = pod.key
     console = Console(file=sys.stdout, highlight=False)
     table = args.output == "table"
-    with ProgressBar(console) as progress:
-        report = simulate(config, cluster, explain=[explain_key] if explain_key else (),
-                          progress=progress if table else None, seed=args.seed)
+    compiler = GuestCompiler(cache_dir=cache_dir_of(args))
+    try:
+        with ProgressBar(console) as progress:
+            report = simulate(config, cluster, explain=[explain_key] if explain_key else (),
+                              progress=progress if table else None, seed=args.seed, compiler=compiler)
+    finally:
+        compiler.close()
     explained = report.outcome(explain_key) if explain_key else None
     if table:
         render_table(report, console)
@@ -252,7 +324,7 @@ def run_extender(args: argparse.Namespace) -> int:
                                  max_connections=args.max_connections, drain_s=args.drain_seconds,
                                  snapshot_poll_s=args.snapshot_poll,
                                  tls_cert=args.tls_cert, tls_key=args.tls_key, client_ca=args.client_ca,
-                                 token_file=args.token_file))
+                                 token_file=args.token_file, cache_dir=cache_dir_of(args)))
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -263,9 +335,13 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.nodes < 1 or args.init_pods < 0 or args.pods < 1 or args.rounds < 1:
         raise UserError("bench: --nodes, --pods and --rounds must be positive, --init-pods not negative")
     status = Console(file=sys.stderr, highlight=False)
-    document = bench(Workload(args.nodes, args.init_pods, args.pods), args.rounds,
-                     progress=lambda done, total, what: status.print(f"bench [{done}/{total}] {what}"),
-                     fast_calls=not args.public_api, cpus=getattr(args, "cpus_used", "all"))
+    compiler = GuestCompiler(cache_dir=cache_dir_of(args), fast_calls=not args.public_api)
+    try:
+        document = bench(Workload(args.nodes, args.init_pods, args.pods), args.rounds,
+                         progress=lambda done, total, what: status.print(f"bench [{done}/{total}] {what}"),
+                         compiler=compiler, fast_calls=not args.public_api, cpus=getattr(args, "cpus_used", "all"))
+    finally:
+        compiler.close()
     if args.output == "json":
         write_json(document, sys.stdout)
     else:

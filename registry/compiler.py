@@ -7,14 +7,27 @@ plugins with the same guest share one module), optionally keeps the compiled
 artifact on disk so the next process skips compilation, and validates it against the
 ABI. Engine and Module are thread-safe and shared by every instance; a Store never
 is. One compiler is made by whoever embeds the runtime (the CLI makes one per
-process); nothing here is global.
+process, with the cache in `default_cache_dir()`); nothing here is global.
+
+The on-disk cache is safe to share between processes: an entry is named by the guest's
+SHA-256, the wasmtime version and the machine, written to a temporary file in the same
+folder and renamed into place (readers see a whole entry or none), and carries a
+checksum of its contents. An entry that is truncated, corrupt or refused by this
+wasmtime (another version or engine configuration) is compiled again and rewritten; a
+folder that cannot be written is a warning, and the guest still runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import platform
+import sys
+import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,11 +167,10 @@ class GuestCompiler:
 
     def _compile(self, guest: str, digest: str, data: bytes) -> tuple[wasmtime.Module, str]:
         artifact = self._artifact_path(digest)
-        if artifact is not None and artifact.exists():
-            try:
-                return wasmtime.Module.deserialize_file(self.engine, str(artifact)), "disk"
-            except wasmtime.WasmtimeError:
-                log.warning("guest.cache_stale", path=str(artifact))
+        if artifact is not None:
+            cached = self._read_artifact(artifact)
+            if cached is not None:
+                return cached, "disk"
         if not data.startswith(b"\0asm"):
             data = _wat_to_wasm(guest, data)
         try:
@@ -166,20 +178,93 @@ class GuestCompiler:
         except wasmtime.WasmtimeError as exc:
             raise GuestLoadError(guest, f"invalid WebAssembly: {_first_line(exc)}") from None
         if artifact is not None:
-            try:
-                artifact.parent.mkdir(parents=True, exist_ok=True)
-                tmp = artifact.with_suffix(".tmp")
-                tmp.write_bytes(module.serialize())
-                tmp.replace(artifact)
-            except OSError as exc:
-                log.warning("guest.cache_unwritable", path=str(artifact), error=str(exc))
+            _write_artifact(artifact, module.serialize())
         return module, "compiled"
+
+    def _read_artifact(self, artifact: Path) -> wasmtime.Module | None:
+        """The module of a cache entry; None (and a warning) for a missing, damaged or refused one."""
+        try:
+            blob = artifact.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("guest.cache_corrupt", path=str(artifact), reason=f"cannot read it: {exc.strerror or exc}")
+            return None
+        payload = _checked_payload(blob)
+        if payload is None:
+            log.warning("guest.cache_corrupt", path=str(artifact),
+                        reason="truncated or damaged (wrong header, length or checksum)")
+            return None
+        try:
+            # Safe only because the checksum proves these are the bytes this cache wrote;
+            # wasmtime itself refuses an artifact of another version or engine configuration.
+            return wasmtime.Module.deserialize(self.engine, payload)
+        except wasmtime.WasmtimeError:
+            log.warning("guest.cache_stale", path=str(artifact))
+            return None
 
     def _artifact_path(self, digest: str) -> Path | None:
         if self.cache_dir is None:
             return None
         version = getattr(wasmtime, "__version__", "") or _wasmtime_version()
-        return self.cache_dir / f"{digest}-wasmtime{version}.cwasm"
+        return self.cache_dir / f"{digest}-wasmtime{version}-{platform.machine() or 'any'}.cwasm"
+
+
+#: First bytes of a cache entry: this format's name and version. A SHA-256 of the payload
+#: and the payload (wasmtime's serialized module) follow.
+_ARTIFACT_MAGIC = b"wasm-scheduler artifact 1\n"
+_DIGEST_BYTES = 32
+
+
+def _checked_payload(blob: bytes) -> bytes | None:
+    """The serialized module of a cache entry, or None when the entry is not whole and intact."""
+    head = len(_ARTIFACT_MAGIC) + _DIGEST_BYTES
+    if len(blob) <= head or not blob.startswith(_ARTIFACT_MAGIC):
+        return None
+    payload = blob[head:]
+    if hashlib.sha256(payload).digest() != blob[len(_ARTIFACT_MAGIC):head]:
+        return None
+    return payload
+
+
+def _write_artifact(artifact: Path, payload: bytes | bytearray) -> None:
+    """Write a cache entry atomically: a private temporary file in the same folder, then a rename,
+    so a concurrent reader or writer never sees half an entry. Failure is a warning only."""
+    tmp: str | None = None
+    try:
+        artifact.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=artifact.parent, prefix=f".{artifact.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as file:
+            file.write(_ARTIFACT_MAGIC + hashlib.sha256(payload).digest() + payload)
+        os.replace(tmp, artifact)
+        tmp = None
+    except OSError as exc:
+        log.warning("guest.cache_unwritable", path=str(artifact), error=exc.strerror or str(exc))
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def default_cache_dir(environ: Mapping[str, str] | None = None, home: Path | None = None,
+                      system: str | None = None) -> Path:
+    """Where compiled guests are cached by default: the user's cache folder, ``wasm-scheduler`` in it.
+
+    Linux and other Unix: ``$XDG_CACHE_HOME`` when it is an absolute path, else ``~/.cache``;
+    macOS: ``~/Library/Caches``; Windows: ``%LOCALAPPDATA%`` (``...\\wasm-scheduler\\Cache``).
+    The arguments default to this process's environment, home and platform (tests pass their own).
+    """
+    environ = os.environ if environ is None else environ
+    home = Path.home() if home is None else home
+    system = sys.platform if system is None else system
+    if system.startswith("win"):
+        local = environ.get("LOCALAPPDATA") or str(home / "AppData" / "Local")
+        return Path(local) / "wasm-scheduler" / "Cache"
+    if system == "darwin":
+        return home / "Library" / "Caches" / "wasm-scheduler"
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else home / ".cache"
+    return base / "wasm-scheduler"
 
 
 def _wasmtime_version() -> str:

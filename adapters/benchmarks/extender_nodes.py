@@ -54,6 +54,13 @@ def _post(url: str, verb: str, data: bytes) -> Any:
         return json.loads(response.read())
 
 
+def _body(kind: str, pod: dict[str, Any], names: list[str], nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """ExtenderArgs with node names (nodeCacheCapable) or whole node objects."""
+    if kind == "names":
+        return {"Pod": pod, "NodeNames": names}
+    return {"Pod": pod, "Nodes": {"metadata": {}, "items": nodes}}
+
+
 def _loader(nodes: list[dict[str, Any]]) -> Callable[[], tuple[Sequence[Any], Sequence[Any]]]:
     def load() -> tuple[Sequence[Any], Sequence[Any]]:
         return nodes, ()
@@ -76,14 +83,12 @@ def measure(sizes: Sequence[int], repeats: int = 3) -> list[Figure]:
             service = ExtenderService([WeightedPlugin(plugin)], cache, expect_bind=False)
             server = ExtenderServer(("127.0.0.1", 0), service).start_background()
             try:
-                bodies = {"names": lambda p, names=names: {"Pod": p, "NodeNames": names}}
-                if size <= MAX_OBJECT_NODES:
-                    bodies["objects"] = lambda p, nodes=nodes: {"Pod": p, "Nodes": {"metadata": {}, "items": nodes}}
-                for body_kind, make in bodies.items():
+                kinds = ("names", "objects") if size <= MAX_OBJECT_NODES else ("names",)
+                for body_kind in kinds:
                     for verb in ("filter", "prioritize"):
                         times = []
                         for i in range(repeats):
-                            data = json.dumps(make(pod(f"web-{i}"))).encode()
+                            data = json.dumps(_body(body_kind, pod(f"web-{i}"), names, nodes)).encode()
                             started = time.perf_counter()
                             _post(server.url, verb, data)
                             times.append(time.perf_counter() - started)

@@ -52,7 +52,7 @@ from wasm_scheduler.adapters.benchmarks.workload import Workload, documents, obj
 from wasm_scheduler.adapters.framework.cluster import Cluster, cluster_from_objects
 from wasm_scheduler.adapters.framework.config import API_VERSION, KIND, SchedulerConfig, config_from_dict
 from wasm_scheduler.adapters.framework.plugins import PluginFactory
-from wasm_scheduler.adapters.framework.pods import KubeObject
+from wasm_scheduler.adapters.framework.pods import KubeObject, pod_uid
 from wasm_scheduler.adapters.framework.results import PodStatus
 from wasm_scheduler.adapters.framework.scheduler import Scheduler, SchedulerOptions
 from wasm_scheduler.adapters.framework.simulation import examples_dir
@@ -147,9 +147,7 @@ def _per_pod(calls: Sequence[tuple[str, str, str, float]], plugin: str | None) -
     return points
 
 
-def _uid(pod: KubeObject) -> str:
-    meta = pod.get("metadata") or {}
-    return str(meta.get("uid") or meta.get("name", ""))
+_uid = pod_uid
 
 
 def run_round(variant: str, cluster: Cluster, compiler: GuestCompiler, extender_url: str = "",
@@ -325,7 +323,7 @@ def throughput_figures(results: Mapping[str, Sequence[Round]]) -> dict[str, Any]
 
 
 def targets(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each target of the issue: the figure, the bound, whether it is met."""
+    """Each target of the bench: the figure, the bound, whether it is met."""
     ratios = doc["ratios"]
     call = doc["call_overhead_us"]
     memory = doc["memory_per_instance_mib"]

@@ -4,6 +4,10 @@ This module owns the one write the extender makes to a cluster: POST of a `v1.Bi
 to the pod's `binding` subresource, with the official `kubernetes` client configured
 from in-cluster credentials, a kubeconfig, or an explicit API server URL (tests point it
 at a local endpoint that records the request).
+
+The client is an optional dependency (``pip install 'wasm-scheduler[extender]'``): it is
+imported only when a binder is built, and its absence then is one clear `UserError`
+naming the option that asked for the API.
 """
 
 from __future__ import annotations
@@ -20,6 +24,20 @@ from wasm_scheduler.adapters.framework.cluster import parse_yaml_documents, read
 from wasm_scheduler.adapters.framework.errors import UserError, clip
 
 log = structlog.get_logger("adapters.extender.binder")
+
+#: How to install the optional Kubernetes client.
+INSTALL_HINT = "pip install 'wasm-scheduler[extender]'"
+
+
+def import_kubernetes(requested_by: str) -> tuple[Any, Any]:
+    """The `kubernetes.client` and `kubernetes.config` modules; a UserError naming `requested_by`
+    (the option or setting that asked for the API) when the optional client is not installed."""
+    try:
+        from kubernetes import client, config
+    except ImportError:
+        raise UserError(f"{requested_by}: creating Bindings needs the Kubernetes API client, which is not "
+                        f"installed: {INSTALL_HINT}") from None
+    return client, config
 
 
 class Binder(Protocol):
@@ -39,9 +57,12 @@ class NoBinder:
 class KubernetesBinder:
     """Binds through the API server with the official client."""
 
-    def __init__(self, api_server: str = "", kubeconfig: str = "", timeout_s: float = 10.0) -> None:
-        from kubernetes import client, config
-
+    def __init__(self, api_server: str = "", kubeconfig: str = "", timeout_s: float = 10.0,
+                 requested_by: str = "") -> None:
+        if not requested_by:
+            requested_by = (f"--api-server {api_server}" if api_server else f"--kubeconfig {kubeconfig}"
+                            if kubeconfig else "in-cluster credentials (KUBERNETES_SERVICE_HOST is set)")
+        client, config = import_kubernetes(requested_by)
         if api_server:
             configuration = client.Configuration()
             configuration.host = api_server.rstrip("/")

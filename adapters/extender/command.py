@@ -61,6 +61,8 @@ class ExtenderOptions:
     client_ca: Path | None = None
     token_file: Path | None = None
     snapshot_poll_s: float = DEFAULT_POLL_S
+    #: Folder of compiled guests shared between runs (`GuestCompiler`); None compiles every time.
+    cache_dir: Path | None = None
 
     def limits(self) -> ServerLimits:
         """The server's limits; a value out of range is a UserError naming its option."""
@@ -123,15 +125,22 @@ def node_cache_from(path: Path | None, poll_s: float = DEFAULT_POLL_S) -> NodeSo
 
 def make_binder(options: ExtenderOptions) -> Binder:
     """--api-server, else --kubeconfig, else in-cluster credentials, else the kubeconfig kubectl
-    would use ($KUBECONFIG, ~/.kube/config), else none (binds fail with a clear message)."""
+    would use ($KUBECONFIG, ~/.kube/config), else none (binds fail with a clear message).
+
+    With --no-bind only an explicit --api-server or --kubeconfig builds a binder. Every binder
+    but NoBinder needs the optional Kubernetes client; without it this is a UserError naming
+    what asked for the API and how to install the client."""
     if options.api_server or options.kubeconfig:
         return KubernetesBinder(api_server=options.api_server, kubeconfig=options.kubeconfig)
+    if not options.expect_bind:
+        return NoBinder()  # --no-bind: kube-scheduler binds, found credentials are not needed
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         return KubernetesBinder()
     found = find_kubeconfig(os.environ, Path.home())
     if found is not None:
         log.info("extender.kubeconfig", path=str(found))
-        return KubernetesBinder(kubeconfig=str(found))
+        origin = "$KUBECONFIG" if os.environ.get("KUBECONFIG") else "the default kubeconfig"
+        return KubernetesBinder(kubeconfig=str(found), requested_by=f"{found} ({origin})")
     return NoBinder()
 
 
@@ -144,7 +153,7 @@ class RunningExtender:
         config = load_config(options.config)
         cache = node_cache_from(options.cluster, options.snapshot_poll_s)
         try:
-            self.compiler = compiler or GuestCompiler()
+            self.compiler = compiler or GuestCompiler(cache_dir=options.cache_dir)
             self.plugins = load_plugins(config, self.compiler)
         except BaseException:
             cache.close()  # its poller thread ends with the failed start

@@ -444,7 +444,7 @@ class Framework:
     def run_bind(self, state: CycleState, pod: KubeObject, node: str) -> Status:
         """The first plugin that does not Skip binds; Skip if every one skipped."""
         for plugin in self.points["bind"]:
-            status = self._call("Bind", plugin, pod, plugin.bind, state, pod, node)
+            status: Status = self._call("Bind", plugin, pod, plugin.bind, state, pod, node)
             if status.code == Code.SKIP:
                 continue
             if not status.ok:

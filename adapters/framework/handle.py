@@ -83,9 +83,6 @@ class SchedulerHandle:
         with self._events_lock:
             return list(self._events)
 
-    def waiting_pod(self, uid: str) -> WaitingPod | None:
-        return self.waiting_pods.get(uid)
-
     def iterate_waiting_pods(self) -> Iterable[WaitingPod]:
         return iter(self.waiting_pods)
 

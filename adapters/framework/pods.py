@@ -10,26 +10,19 @@ dict, so anything keyed on a dict's identity (the wasm side's encodings) stays r
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from wasm_scheduler.actors.handle import KubeObject as KubeObject
+from wasm_scheduler.actors.handle import pod_name
+from wasm_scheduler.actors.handle import pod_uid as pod_uid
 from wasm_scheduler.adapters.framework.resources import PodRequests, pod_requests
-
-KubeObject = Mapping[str, Any]
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
 
-def pod_key(pod: KubeObject) -> str:
-    """``namespace/name`` (a pod without a namespace is in ``default``)."""
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
-
-
-def pod_uid(pod: KubeObject) -> str:
-    meta = pod.get("metadata") or {}
-    return str(meta.get("uid") or pod_key(pod))
+#: ``namespace/name``: the framework's key of a pod.
+pod_key = pod_name
 
 
 def pod_priority(pod: KubeObject) -> int:

@@ -20,7 +20,7 @@ import structlog
 
 import wasm_scheduler.examples
 from wasm_scheduler.actors.kube_codec import KubeCodecError, encode_node, encode_pod
-from wasm_scheduler.adapters.framework.cluster import Cluster, load_cluster
+from wasm_scheduler.adapters.framework.cluster import Cluster, LoadProgress, load_cluster
 from wasm_scheduler.adapters.framework.config import SchedulerConfig, load_config
 from wasm_scheduler.adapters.framework.errors import UserError
 from wasm_scheduler.adapters.framework.plugins import PluginFactory
@@ -67,9 +67,12 @@ def check_wire(cluster: Cluster) -> None:
             raise UserError(f"{cluster.source}: Pod {pod.key}: {exc}") from None
 
 
-def load_inputs(config_path: str | Path | None, cluster_path: str | Path | None) -> tuple[SchedulerConfig, Cluster]:
+def load_inputs(config_path: str | Path | None, cluster_path: str | Path | None,
+                progress: LoadProgress | None = None) -> tuple[SchedulerConfig, Cluster]:
+    """The scheduler configuration and the cluster (the embedded defaults for None), checked;
+    `progress` hears when the cluster file's load starts and ends (`load_cluster`)."""
     config = load_config(config_path or default_input(DEFAULT_CONFIG))
-    cluster = load_cluster(cluster_path or default_input(DEFAULT_CLUSTER))
+    cluster = load_cluster(cluster_path or default_input(DEFAULT_CLUSTER), progress)
     if uses_wasm(config):
         check_wire(cluster)
     return config, cluster

@@ -1,0 +1,147 @@
+"""The wheel: one import package `wasm_scheduler` with its data, and a lazily imported public API.
+
+The wheel is built from a snapshot of the checkout (links kept as links, so setuptools has to
+follow `wasm_scheduler/actors -> ../actors` and the others) with the build backend of the
+running environment, without build isolation: no network is needed.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = ("actors", "adapters", "registry", "examples")
+EMBEDDED_DEFAULT = ("scheduler-config.yaml", "cluster.yaml", "nodenumber/nodenumber.wasm")
+SNAPSHOT_SKIPS = shutil.ignore_patterns(
+    ".git", ".*_cache", ".hypothesis", ".benchmarks", "*.egg-info", "build", "dist", "tests", "__pycache__", "*.pyc",
+)
+
+
+class Wheel:
+    """A built wheel and the checkout snapshot it was built from."""
+
+    def __init__(self, path: Path, source: Path) -> None:
+        self.path = path
+        self.source = source
+        with zipfile.ZipFile(path) as archive:
+            self.names = archive.namelist()
+            self.files = {name: archive.read(name) for name in self.names}
+        dist_infos = {name.split("/", 1)[0] for name in self.names if name.split("/", 1)[0].endswith(".dist-info")}
+        assert len(dist_infos) == 1, dist_infos
+        self.dist_info = dist_infos.pop()
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Wheel:
+    setuptools = tuple(int(part) for part in version("setuptools").split(".")[:2])
+    assert setuptools >= (70, 1), f"setuptools {version('setuptools')} cannot build a wheel: pip install -e '.[test]'"
+    work = tmp_path_factory.mktemp("wheel")
+    source = work / "src"
+    shutil.copytree(ROOT, source, symlinks=True, ignore=SNAPSHOT_SKIPS)
+    assert (source / "wasm_scheduler" / "actors").is_symlink()
+    out = work / "dist"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+         "--disable-pip-version-check", "-q", "-w", str(out), str(source)],
+        capture_output=True, text=True, timeout=300, cwd=work,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    built = sorted(out.glob("wasm_scheduler-*.whl"))
+    assert len(built) == 1, built
+    return Wheel(built[0], source)
+
+
+def test_the_embedded_default_is_package_data(wheel: Wheel) -> None:
+    for name in EMBEDDED_DEFAULT:
+        packed = wheel.files.get(f"wasm_scheduler/examples/{name}")
+        assert packed is not None, f"{name} is missing from the wheel"
+        assert packed == (wheel.source / "examples" / name).read_bytes(), name
+
+
+def test_the_package_is_marked_typed(wheel: Wheel) -> None:
+    assert "wasm_scheduler/py.typed" in wheel.names
+
+
+def test_everything_lies_under_the_one_import_package(wheel: Wheel) -> None:
+    tops = {name.split("/", 1)[0] for name in wheel.names}
+    assert tops == {"wasm_scheduler", wheel.dist_info}
+    assert wheel.dist_info.startswith("wasm_scheduler-")
+    top_level = wheel.files.get(f"{wheel.dist_info}/top_level.txt")
+    if top_level is not None:
+        assert top_level.decode().split() == ["wasm_scheduler"]
+
+
+def test_every_module_of_every_part_is_in_the_wheel(wheel: Wheel) -> None:
+    for part in PARTS:
+        expected = {
+            f"wasm_scheduler/{part}/{path.relative_to(wheel.source / part).as_posix()}"
+            for path in (wheel.source / part).rglob("*.py")
+        }
+        assert f"wasm_scheduler/{part}/__init__.py" in expected
+        missing = expected - set(wheel.names)
+        assert not missing, f"modules of {part}/ missing from the wheel: {sorted(missing)}"
+    assert "wasm_scheduler/__init__.py" in wheel.names
+
+
+def test_the_console_script_is_the_cli(wheel: Wheel) -> None:
+    entry_points = configparser.ConfigParser()
+    entry_points.read_string(wheel.files[f"{wheel.dist_info}/entry_points.txt"].decode())
+    assert dict(entry_points["console_scripts"]) == {"wasm-scheduler": "wasm_scheduler.adapters.cli:main"}
+
+
+def _run_python(code: str) -> dict[str, object]:
+    """Run `code` in a fresh interpreter outside the checkout; it prints one JSON object."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_importing_the_package_imports_nothing_heavy() -> None:
+    result = _run_python(
+        "import json, sys\n"
+        "import wasm_scheduler\n"
+        "print(json.dumps({'all': sorted(wasm_scheduler.__all__), 'loaded': sorted(m for m in sys.modules\n"
+        "    if m.split('.')[0] in ('wasmtime', 'pykka', 'yaml', 'rich', 'google', 'kubernetes')\n"
+        "    or m.startswith('wasm_scheduler.'))}))\n"
+    )
+    assert result["all"] == ["Code", "GuestCompiler", "PluginConfig", "Status", "WasmPlugin", "load_inputs", "simulate"]
+    assert result["loaded"] == []
+
+
+def test_every_public_name_resolves_on_first_use() -> None:
+    result = _run_python(
+        "import json, sys\n"
+        "import wasm_scheduler\n"
+        "from wasm_scheduler.actors import abi\n"
+        "from wasm_scheduler.adapters.framework import simulation\n"
+        "resolved = {name: getattr(wasm_scheduler, name).__module__ for name in wasm_scheduler.__all__}\n"
+        "try:\n"
+        "    wasm_scheduler.NoSuchName\n"
+        "    missing = 'resolved'\n"
+        "except AttributeError as exc:\n"
+        "    missing = str(exc)\n"
+        "print(json.dumps({'resolved': resolved, 'wasmtime': 'wasmtime' in sys.modules, 'missing': missing,\n"
+        "    'same': wasm_scheduler.Status is abi.Status and wasm_scheduler.simulate is simulation.simulate}))\n"
+    )
+    assert result["resolved"] == {
+        "Code": "wasm_scheduler.actors.abi",
+        "Status": "wasm_scheduler.actors.abi",
+        "GuestCompiler": "wasm_scheduler.registry.compiler",
+        "PluginConfig": "wasm_scheduler.registry.config",
+        "WasmPlugin": "wasm_scheduler.adapters.wasm_plugin",
+        "load_inputs": "wasm_scheduler.adapters.framework.simulation",
+        "simulate": "wasm_scheduler.adapters.framework.simulation",
+    }
+    assert result["same"] is True
+    assert result["wasmtime"] is True
+    assert result["missing"] == "module 'wasm_scheduler' has no attribute 'NoSuchName'"
