@@ -180,7 +180,10 @@ class GuestActor(MailboxActor):
                 return self._invoke(message)
             try:
                 message.reply_to.set(Replied(message.route, self._invoke(message)))
-            except BaseException:
+            except BaseException as exc:
+                # Reported before the caller wakes, as a trap is: the caller's next message
+                # to the supervisor then comes after this one and never gets this actor.
+                self._report_broken(f"host error: {type(exc).__name__}")
                 message.reply_to.set_exception()
                 raise
             return None

@@ -1,37 +1,25 @@
-"""SupervisorActor: which guest actor serves which pod, and the pool of idle ones.
+"""SupervisorActor: one plugin's pool of guest actors, and the transitions of its pods.
 
-This is the one place where the lifecycle of a pod's instance lives:
+This actor owns the plugin's `Assignments` (`actors/assignments.py`: the lifecycle of a
+pod's instance, its table and its rules) and the pool of guest actors: starting them
+(one eagerly at load, so a broken guest fails fast), the idle ones, lending one outside
+every cycle, reaping idle ones beyond `minIdle`, and discarding a broken one (topping
+the pool up). Each message is one transition; the supervisor asks `Assignments` what it
+means, moves actors in and out of the pool accordingly and logs it:
 
-| event (message)                    | what happens                                            |
-|------------------------------------|---------------------------------------------------------|
-| `BeginCycle(P)` (PreFilter)        | the scheduling slot's actor is reassigned to P (the last |
-|                                    | pod's cycle is over: it never reached Permit); an empty  |
-|                                    | slot takes an idle actor, else a new one is started      |
-| `SlotPassed(P, X)` (PreFilter, the | the same rule as BeginCycle, applied by the facade where |
-|  facade decided)                   | the call starts: the slot's healthy actor X went to P    |
-|                                    | (the facade logged it); recorded here, in the order the  |
-|                                    | facade sent it, with its next message                    |
-| `Route(P)` (any other call of P)   | P's actor: the slot if it holds P, else the binding map  |
-|                                    | (a binding-cycle call: the binding map first, else the   |
-|                                    | slot); none (its instance trapped, its cycle ended):     |
-|                                    | `Lost`                                                   |
-| `ToBinding(P)` (after Permit, for a| P's actor moves from the slot to the binding map (a guest|
-|  guest with binding-cycle exports) | without prebind, bind, postbind and unreserve keeps the  |
-|                                    | slot: no call of P can reach its instance any more); an  |
-|                                    | older binding assignment of P returns to the pool        |
-| `Release(P)` (end of binding cycle,| P's actor returns to the idle pool: the one in the       |
-|  Unreserve, any failure)           | binding map if P has one, else the slot's if it holds P; |
-|                                    | a pod holding neither is not even sent (the facade       |
-|                                    | mirrors this rule)                                       |
-| `InstanceBroken(id)` (from a guest | the actor is stopped; the pod it served keeps a          |
-|  actor whose instance trapped)     | tombstone so its later calls get Error, never a fresh    |
-|                                    | instance without its state; the pool is topped up        |
-| `Borrow` / `GiveBack`              | an idle actor lent outside every cycle (EventsToRegister)|
+| message          | transition (`Assignments`)  | the pool                              |
+|------------------|-----------------------------|---------------------------------------|
+| `BeginCycle(P)`  | `assign_slot`               | an empty slot takes an idle actor, else|
+|                  |                             | a new one (`pool.maxInstances`)        |
+| `Route(P)`       | `route`                     |                                        |
+| `ToBinding(P)`   | `to_binding`                | a superseded binding actor goes idle   |
+| `Release(P)`     | `release`                   | the freed actor goes idle              |
+| `InstanceBroken` | `discard`                   | the actor is stopped, the pool topped up|
+| `Borrow`/`GiveBack` | (outside every cycle)    | an idle actor lent and given back      |
 
-An actor is always in exactly one place: idle, the slot, the binding map, lent, or
-gone. The supervisor only hands out actor refs and records transitions: it never
-waits on a guest actor (starting one is asynchronous: the new actor builds its
-instance on its own thread), so it can never deadlock with one.
+The supervisor only hands out actor refs and records transitions: it never waits on a
+guest actor (starting one is asynchronous: the new actor builds its instance on its own
+thread), so it can never deadlock with one.
 """
 
 from __future__ import annotations
@@ -47,6 +35,7 @@ from typing import Any
 import pykka
 import structlog
 
+from wasm_scheduler.actors.assignments import TOMBSTONE, Assignments
 from wasm_scheduler.actors.guest_actor import GuestActor, InstanceBroken, InstanceHealth, Replied
 from wasm_scheduler.actors.mailbox import MailboxActor
 from wasm_scheduler.actors.wire_cache import WireCache
@@ -65,25 +54,13 @@ class BeginCycle:
 
     `invoke`, if given, is the cycle's first message for the assigned actor (an
     `Invoke` whose `reply_to` is the caller's future): the supervisor sends it on with
-    the route, and the actor answers the caller directly with a `Replied`; a `Lost`
-    answers it at once. BeginCycle is then told, not asked: the caller waits on one
-    future, woken once."""
+    the route (a `Began`), and the actor answers the caller directly with a `Replied`; a
+    `Lost` answers it at once. BeginCycle is then told, not asked: the caller waits on
+    one future, woken once. Without `invoke`, it is asked and answers `Began` or `Lost`."""
 
     pod_uid: str
     pod: str = ""
     invoke: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class SlotPassed:
-    """The facade gave the scheduling slot's actor `instance_id` to pod `pod_uid` itself:
-    BeginCycle's rule (the slot's actor goes to the next pod), applied without a round
-    trip when the facade knows the slot's actor and that its instance is healthy. It
-    logged the reassignment when it made it; this records it."""
-
-    pod_uid: str
-    pod: str
-    instance_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,15 +117,6 @@ class GetActors:
 
 
 @dataclass(frozen=True, slots=True)
-class Batch:
-    """Several messages in one, handled in order; the answer is the last one's. The facade
-    holds a ToBinding back until its next message, which then carries it (one wake of
-    this actor less per pod; the pod's actor serves it all the same meanwhile)."""
-
-    messages: tuple[Any, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class Reap:
     """Stop idle actors beyond `min_idle` that have idled longer than `idle_seconds`."""
 
@@ -162,6 +130,15 @@ class Assigned:
     actor: pykka.ActorRef[Any]
     #: The actor's own word on its instance (`InstanceHealth`), for a facade passing it on.
     health: InstanceHealth
+
+
+@dataclass(frozen=True, slots=True)
+class Began:
+    """BeginCycle's answer: the actor now serving the pod, and the pod whose cycle it ended
+    by taking over the slot ("" if none), whose answers the caller may forget."""
+
+    assigned: Assigned
+    ended_pod_uid: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,10 +168,6 @@ class PoolCounts:
         return self.started == self.live + self.discarded + self.reaped
 
 
-#: A pod's assignment whose instance was discarded: calls of its cycle get Error.
-_TOMBSTONE = ""
-
-
 class SupervisorActor(MailboxActor):
     """Pod -> guest actor assignments and the idle pool of one wasm plugin."""
 
@@ -215,10 +188,8 @@ class SupervisorActor(MailboxActor):
         #: instance id -> the route to each live actor (its ref and health), made once.
         self._actors: dict[str, Assigned] = {}
         self._idle: dict[str, float] = {}  # instance id -> idle since (insertion ordered)
-        self._slot: tuple[str, str] | None = None  # (pod uid, instance id or tombstone)
-        self._slot_pod = ""
-        self._binding: dict[str, str] = {}  # pod uid -> instance id or tombstone
-        self._lost: dict[str, str] = {}  # instance id -> why it was discarded (for tombstones)
+        #: Which actor serves which pod: the lifecycle's rules live there.
+        self.assignments = Assignments()
         self._lent: set[str] = set()
         self._started = 0
         self._discarded = 0
@@ -235,18 +206,15 @@ class SupervisorActor(MailboxActor):
         if self._reap_timer is not None:
             self._reap_timer.cancel()
         # Assignments still held end here, so a log shows every instance released.
-        held = ([self._slot] if self._slot is not None else []) + list(self._binding.items())
-        for pod_uid, instance_id in held:
-            if instance_id != _TOMBSTONE:
-                self.log.info("assignment.released", instance=instance_id, pod_uid=pod_uid,
-                              pod=self._slot_pod if self._slot and self._slot[0] == pod_uid else "", why="shutdown")
+        for held, _where in self.assignments.held():
+            self.log.info("assignment.released", instance=held.instance_id, pod_uid=held.pod_uid, pod=held.pod,
+                          why="shutdown")
         for assigned in self._actors.values():
             assigned.actor.stop(block=False)
         self.log.info("pool.stopped", started=self._started, discarded=self._discarded)
         self._actors.clear()
         self._idle.clear()
-        self._binding.clear()
-        self._slot = None
+        self.assignments = Assignments()
 
     def on_receive(self, message: Any) -> Any:
         handler = _HANDLERS.get(type(message))
@@ -279,87 +247,64 @@ class SupervisorActor(MailboxActor):
 
     # --- transitions -------------------------------------------------------------------
 
-    def _begin_cycle(self, msg: BeginCycle) -> Assigned | Lost:
+    def _begin_cycle(self, msg: BeginCycle) -> Began | Lost:
         while True:
             answer = self._assign_slot(msg)
             if msg.invoke is None or isinstance(answer, Lost):
                 break
             try:  # never waited for here: the actor answers the caller
-                answer.actor.tell(msg.invoke.routed(answer))
+                answer.assigned.actor.tell(msg.invoke.routed(answer))
                 return answer
             except pykka.ActorDeadError:
                 # Died before the cycle's first call reached it: the pod has no state there
                 # yet, so it starts on another actor (each turn discards one: this ends;
                 # the slot's tombstone makes the next turn take an idle actor).
-                self._instance_broken(InstanceBroken(answer.instance_id, "its actor died"))
+                self._instance_broken(InstanceBroken(answer.assigned.instance_id, "its actor died"))
         if msg.invoke is not None:
             msg.invoke.reply_to.set(Replied(answer))
         return answer
 
-    def _log_assignment(self, msg: BeginCycle, previous: tuple[str, str] | None, instance_id: str) -> None:
-        """`previous`: the slot's last pod and actor when that actor is reassigned."""
-        if previous is not None:
-            self.log.info("assignment.reassigned", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid,
-                          previous_pod=self._slot_pod, previous_pod_uid=previous[0])
-        else:
-            self.log.info("assignment.acquired", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid,
-                          phase="scheduling")
-        if msg.pod_uid in self._binding:
-            # The same pod again while a binding cycle of it still holds an actor: that
-            # cycle keeps its own actor; this one is separate.
-            self.log.warning("assignment.pod_in_binding", pod=msg.pod, pod_uid=msg.pod_uid)
+    def _alive(self, instance_id: str) -> bool:
+        assigned = self._actors.get(instance_id)
+        return assigned is not None and assigned.actor.is_alive()
 
-    def _assign_slot(self, msg: BeginCycle) -> Assigned | Lost:
-        previous = self._slot
-        if previous is not None and previous[1] != _TOMBSTONE and previous[1] in self._actors:
-            instance_id = previous[1]
+    def _assign_slot(self, msg: BeginCycle) -> Began | Lost:
+        # A known actor that died is found out when the call reaches it (ActorDeadError
+        # in `_begin_cycle`), discarded and counted there, and the pod starts elsewhere.
+        reused = self.assignments.reusable_slot(self._actors.__contains__)
+        if reused is not None:
+            instance_id = reused.instance_id
         else:
             taken = self._take_idle()
             if taken is None:
-                self._slot = None
+                self.assignments.clear_slot()
                 return self._pool_exhausted()
-            instance_id, previous = taken, None
-        self._log_assignment(msg, previous, instance_id)
-        self._slot = (msg.pod_uid, instance_id)
-        self._slot_pod = msg.pod
-        return self._actors[instance_id]
-
-    def _slot_passed(self, msg: SlotPassed) -> None:
-        """Record a reassignment the facade made (and logged): the slot's actor is P's now."""
-        slot = self._slot
-        if msg.instance_id not in self._actors:
-            # Discarded since (its actor died under the call): P's cycle has no instance.
-            self._slot, self._slot_pod = (msg.pod_uid, _TOMBSTONE), msg.pod
-            return
-        if slot is None or slot[1] != msg.instance_id:
-            # The facade passes on only the actor it saw in the slot, and this actor sees
-            # the facade's messages in the order it sent them: a disagreement is our bug.
-            self.log.error("assignment.ledger_mismatch", instance=msg.instance_id, pod=msg.pod,
-                           pod_uid=msg.pod_uid, slot=slot)
-            self._idle.pop(msg.instance_id, None)
-            self._lent.discard(msg.instance_id)
-            for uid in [u for u, i in self._binding.items() if i == msg.instance_id]:
-                del self._binding[uid]
-        if msg.pod_uid in self._binding:
+            instance_id = taken
+        previous = self.assignments.assign_slot(msg.pod_uid, msg.pod, instance_id)
+        if reused is not None and previous is not None:
+            self.log.info("assignment.reassigned", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid,
+                          previous_pod=previous.pod, previous_pod_uid=previous.pod_uid)
+        else:
+            self.log.info("assignment.acquired", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid,
+                          phase="scheduling")
+        if msg.pod_uid in self.assignments.binding:
+            # The same pod again while a binding cycle of it still holds an actor: that
+            # cycle keeps its own actor; this one is separate.
             self.log.warning("assignment.pod_in_binding", pod=msg.pod, pod_uid=msg.pod_uid)
-        self._slot, self._slot_pod = (msg.pod_uid, msg.instance_id), msg.pod
+        ended = previous.pod_uid if previous is not None and previous.pod_uid != msg.pod_uid else ""
+        return Began(self._actors[instance_id], ended)
 
     def _route(self, msg: Route) -> Assigned | Lost:
-        if msg.binding_first and msg.pod_uid in self._binding:
-            instance_id = self._binding[msg.pod_uid]
-        elif self._slot is not None and self._slot[0] == msg.pod_uid:
-            instance_id = self._slot[1]
-        elif msg.pod_uid in self._binding:
-            instance_id = self._binding[msg.pod_uid]
-        else:
+        instance_id = self.assignments.route(msg.pod_uid, msg.binding_first)
+        if instance_id is None:
             return Lost(
                 f"wasm plugin {self.config.name}: no instance is assigned to pod {msg.pod or msg.pod_uid} "
                 "(its cycle ended or never began)"
             )
-        if instance_id != _TOMBSTONE and instance_id in self._actors and not self._actors[instance_id].actor.is_alive():
+        if instance_id != TOMBSTONE and instance_id in self._actors and not self._alive(instance_id):
             self._instance_broken(InstanceBroken(instance_id, "its actor died"))
-            instance_id = _TOMBSTONE
-        if instance_id == _TOMBSTONE or instance_id not in self._actors:
+            instance_id = TOMBSTONE
+        if instance_id == TOMBSTONE or instance_id not in self._actors:
             return Lost(
                 f"wasm plugin {self.config.name}: the instance serving pod {msg.pod or msg.pod_uid} "
                 "was discarded in this cycle; its cycle state is gone"
@@ -367,46 +312,31 @@ class SupervisorActor(MailboxActor):
         return self._actors[instance_id]
 
     def _to_binding(self, msg: ToBinding) -> bool:
-        if self._slot is None or self._slot[0] != msg.pod_uid:
-            return msg.pod_uid in self._binding
-        instance_id = self._slot[1]
-        self._slot = None
-        superseded = self._binding.get(msg.pod_uid)
-        if superseded is not None and superseded != _TOMBSTONE and superseded in self._actors:
+        moved, superseded = self.assignments.to_binding(msg.pod_uid)
+        if moved is None:
+            return msg.pod_uid in self.assignments.binding
+        if superseded is not None and superseded.instance_id in self._actors:
             # The pod's last binding cycle still holds an actor: a scheduler that gave up on
             # it (kube-scheduler after the extender's bind timed out) scheduled the pod again
             # and moved it to binding anew. A pod has one binding assignment: the old one
             # returns to the pool (a call of the old cycle still queued there runs first),
             # and the old cycle's later calls, routed by the pod, reach the new instance.
-            self._idle[superseded] = self.clock()
-            self.log.warning("assignment.superseded", instance=superseded, pod=msg.pod, pod_uid=msg.pod_uid)
-        self._binding[msg.pod_uid] = instance_id
-        if instance_id != _TOMBSTONE:
-            self.log.info(
-                "assignment.to_binding", instance=instance_id, pod=msg.pod, pod_uid=msg.pod_uid
-            )
+            self._idle[superseded.instance_id] = self.clock()
+            self.log.warning("assignment.superseded", instance=superseded.instance_id, pod=msg.pod,
+                             pod_uid=msg.pod_uid)
+        if moved.instance_id != TOMBSTONE:
+            self.log.info("assignment.to_binding", instance=moved.instance_id, pod=msg.pod, pod_uid=msg.pod_uid)
         return True
 
     def _release(self, msg: Release) -> bool:
-        if msg.pod_uid in self._binding:
-            instance_id = self._binding.pop(msg.pod_uid)
-            phase = "binding"
-        elif self._slot is not None and self._slot[0] == msg.pod_uid:
-            instance_id = self._slot[1]
-            self._slot = None
-            phase = "scheduling"
-        else:
+        released = self.assignments.release(msg.pod_uid)
+        if released is None:
             return False
-        if instance_id != _TOMBSTONE and instance_id in self._actors:
-            self._idle[instance_id] = self.clock()
-            self.log.info(
-                "assignment.released",
-                instance=instance_id,
-                pod=msg.pod,
-                pod_uid=msg.pod_uid,
-                phase=phase,
-                why=msg.why,
-            )
+        held, phase = released
+        if held.instance_id in self._actors:
+            self._idle[held.instance_id] = self.clock()
+            self.log.info("assignment.released", instance=held.instance_id, pod=msg.pod, pod_uid=msg.pod_uid,
+                          phase=phase, why=msg.why)
         return True
 
     def _instance_broken(self, msg: InstanceBroken) -> None:
@@ -418,11 +348,7 @@ class SupervisorActor(MailboxActor):
         self._discarded += 1
         self._idle.pop(instance_id, None)
         self._lent.discard(instance_id)
-        if self._slot is not None and self._slot[1] == instance_id:
-            self._slot = (self._slot[0], _TOMBSTONE)
-        for pod_uid, held in self._binding.items():
-            if held == instance_id:
-                self._binding[pod_uid] = _TOMBSTONE
+        self.assignments.discard(instance_id)
         assigned.actor.stop(block=False)
         self.log.warning("instance.discarded", instance=instance_id, trap=msg.reason)
         if len(self._idle) < self.config.pool.min_idle and self._room():
@@ -442,8 +368,8 @@ class SupervisorActor(MailboxActor):
                 self._idle[msg.instance_id] = self.clock()
 
     def _counts(self, _msg: GetCounts) -> PoolCounts:
-        scheduling = 1 if self._slot is not None and self._slot[1] in self._actors else 0
-        binding = sum(1 for i in self._binding.values() if i in self._actors)
+        held = [where for h, where in self.assignments.held() if h.instance_id in self._actors]
+        scheduling, binding = held.count("slot"), held.count("binding")
         return PoolCounts(
             len(self._idle),
             scheduling,
@@ -458,23 +384,14 @@ class SupervisorActor(MailboxActor):
         where: dict[str, list[str]] = {i: [] for i in self._actors}
         for i in self._idle:
             where.setdefault(i, []).append("idle")
-        if self._slot is not None and self._slot[1] != _TOMBSTONE:
-            where.setdefault(self._slot[1], []).append("slot")
-        for i in self._binding.values():
-            if i != _TOMBSTONE:
-                where.setdefault(i, []).append("binding")
+        for held, place in self.assignments.held():
+            where.setdefault(held.instance_id, []).append(place)
         for i in self._lent:
             where.setdefault(i, []).append("lent")
         return {i: "+".join(places) or "nowhere" for i, places in where.items()}
 
     def _actors_message(self, _msg: GetActors) -> list[pykka.ActorRef[Any]]:
         return [assigned.actor for assigned in self._actors.values()]
-
-    def _batch(self, msg: Batch) -> Any:
-        result = None
-        for message in msg.messages:
-            result = _HANDLERS[type(message)](self, message)
-        return result
 
     def _reap_message(self, _msg: Reap) -> int:
         self._reap_timer = None  # this is its message (or an explicit one): a new timer may follow
@@ -545,7 +462,6 @@ class SupervisorActor(MailboxActor):
 
 _HANDLERS: dict[type, Callable[[SupervisorActor, Any], Any]] = {
     BeginCycle: SupervisorActor._begin_cycle,
-    SlotPassed: SupervisorActor._slot_passed,
     Route: SupervisorActor._route,
     ToBinding: SupervisorActor._to_binding,
     Release: SupervisorActor._release,
@@ -556,5 +472,4 @@ _HANDLERS: dict[type, Callable[[SupervisorActor, Any], Any]] = {
     GetPlacement: SupervisorActor._placement,
     Reap: SupervisorActor._reap_message,
     GetActors: SupervisorActor._actors_message,
-    Batch: SupervisorActor._batch,
 }

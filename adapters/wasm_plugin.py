@@ -14,43 +14,30 @@ its Permit, so the pod does not hold an instance through its binding cycle: it k
 the scheduling slot, which the next pod's PreFilter takes over as it would a rejected
 pod's, and its PostBind or Unreserve releases the slot only if no pod has taken it.
 
-Four things keep a pod's cycle cheap without changing who serves it (each actor
-message is a thread hand-off, the dominant cost of a call):
+The facade applies no rule of that lifecycle itself: it sends each transition and
+remembers answers. Three things keep a pod's cycle cheap without changing who serves
+it (each actor message is a thread hand-off, the dominant cost of a call):
 
-- a point the guest does not export (Reserve, Permit, Unreserve, PreScore,
-  NormalizeScore, PostBind; PreFilter still asks for the pod's instance) sends no
-  guest call, only the supervisor's transition (a tell), and none when the supervisor
-  would find nothing to do (the Release of a pod that holds nothing any more);
-- the supervisor's answer to BeginCycle is remembered for the pod (in `_slot`, and in
-  `_binding` once the pod moves to binding) until the facade itself ends or
-  reassigns that assignment (Release, or BeginCycle of another pod while this one
-  still holds the scheduling slot), so the pod's later calls go straight to its actor
-  instead of asking the supervisor first (a pod with no remembered answer is routed
-  by the supervisor as before, by the same rule: a binding-cycle call to the pod's
-  binding assignment, any other to its slot). Only the facade sends those
-  transitions, under one lock, so the memos and the facade's mirror of the slot and
-  the binding map change in the order the supervisor sees them. The one change the
-  supervisor makes on its own, discarding a broken instance, stops that actor: a
-  remembered call then gets the instance's Error or `ActorDeadError`, which is
-  answered as the discarded instance it is (and reported to the supervisor), never a
-  fresh instance without the cycle's state;
 - BeginCycle carries the cycle's first call (PreFilter), which the supervisor sends on
   to the actor it picked without waiting for it: the caller waits once, not twice;
-- when the slot's actor is known here (the facade's memo of the last pod in the slot)
-  and its instance is healthy (`InstanceHealth`, set by the actor before it answers the
-  call that broke it), the facade applies BeginCycle's rule itself: it logs the
-  reassignment, sends the call straight to that actor, and holds `SlotPassed` back
-  until its next message to the supervisor (or until 64 are held). The supervisor
-  sees every transition in the order the facade made them before it answers anything,
-  so its view is current whenever it is asked; with a scoring guest it is woken about
-  once per 64 pods instead of twice a pod.
+- the supervisor's answer to BeginCycle is remembered for the rest of that pod's cycle
+  (`_cycle`; `_bound` from the facade's own ToBinding on), so the pod's later calls go
+  straight to its actor. An answer is forgotten when the facade releases the pod, or
+  when the supervisor's answer to another pod's BeginCycle says that it ended this
+  pod's cycle. A pod with no remembered answer asks the supervisor (`Route`). The one
+  change the supervisor makes on its own, discarding a broken instance, stops that
+  actor: a remembered call then gets `ActorDeadError`, answered as the discarded
+  instance it is, never a fresh instance without the cycle's state;
+- a point the guest does not export (Reserve, Permit, Unreserve, PreScore,
+  NormalizeScore, PostBind; PreFilter still begins the cycle) sends no guest call, only
+  the supervisor's transition (a tell), and a Release is not sent for a pod the facade
+  holds no answer for (the supervisor already said its slot went to another pod).
 """
 
 from __future__ import annotations
 
 import contextlib
 import secrets
-import threading
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
 from typing import Any, Protocol
@@ -72,6 +59,7 @@ from wasm_scheduler.actors.abi import (
     ScoreResult,
     Status,
 )
+from wasm_scheduler.actors.assignments import moves_to_binding
 from wasm_scheduler.actors.guest_actor import (
     PRESCORE_AND_SCORE,
     Describe,
@@ -80,12 +68,12 @@ from wasm_scheduler.actors.guest_actor import (
     Invoke,
     Replied,
 )
-from wasm_scheduler.actors.handle import EmptyHandle, FrameworkHandle, KubeObject
+from wasm_scheduler.actors.handle import EmptyHandle, FrameworkHandle, KubeObject, pod_name, pod_uid
 from wasm_scheduler.actors.kube_codec import KubeCodecError
 from wasm_scheduler.actors.mailbox import ReplyFuture
 from wasm_scheduler.actors.supervisor import (
     Assigned,
-    Batch,
+    Began,
     BeginCycle,
     Borrow,
     GetActors,
@@ -97,7 +85,6 @@ from wasm_scheduler.actors.supervisor import (
     Reap,
     Release,
     Route,
-    SlotPassed,
     SupervisorActor,
     ToBinding,
 )
@@ -129,14 +116,6 @@ POINT_EXPORTS: Mapping[str, str] = {
 #: Points the facade always takes part in: they carry the pod's assignment lifecycle.
 LIFECYCLE_POINTS = frozenset({"pre_filter", "reserve", "permit", "post_bind"})
 
-#: Guest exports that run after Permit: a guest with none of them is never called again
-#: for a pod once its Permit has run, so the pod keeps the scheduling slot instead of
-#: holding an instance through a binding cycle that cannot use it.
-BINDING_CYCLE_EXPORTS = frozenset({"prebind", "bind", "postbind", "unreserve"})
-
-#: SlotPassed records held back before the facade sends them on their own.
-MAX_HELD_TRANSITIONS = 64
-
 
 class Named(Protocol):
     """Anything with a node name (the framework's NodeInfo)."""
@@ -147,9 +126,7 @@ class Named(Protocol):
 
 def pod_key(pod: KubeObject) -> tuple[str, str]:
     """(uid, namespace/name) of a pod; a pod without a uid is known by its name."""
-    meta = pod.get("metadata", {})
-    name = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
-    return str(meta.get("uid") or name), name
+    return pod_uid(pod), pod_name(pod)
 
 
 def _ask(actor: pykka.ActorRef[Any], message: Any) -> Any:
@@ -183,18 +160,12 @@ class WasmPlugin:
         self.log = log.bind(plugin=self.name)
         self.supervisor = SupervisorActor.start(guest, config, self.wire_cache)
         self._events: tuple[ClusterEvent, ...] | None = None
-        #: The supervisor's scheduling slot as the facade sent it: (pod uid, pod name, the
-        #: actor serving it, None until the supervisor answers or once it is discarded).
-        self._slot: tuple[str, str, Assigned | None] | None = None
-        #: The supervisor's binding map as the facade sent it: pod uid -> the actor the pod
-        #: took there (None once it is discarded: the supervisor answers for the pod).
-        self._binding: dict[str, Assigned | None] = {}
-        #: No call of a pod reaches the guest after its Permit (see BINDING_CYCLE_EXPORTS).
-        self._binding_free = not (BINDING_CYCLE_EXPORTS & guest.exports)
-        #: Serializes the transitions the facade sends with the changes to its mirror.
-        self._routes_lock = threading.Lock()
-        #: Transitions held back until the next message to the supervisor (ToBinding).
-        self._deferred: list[Any] = []
+        #: The supervisor's answers: pod uid -> the actor serving its cycle, and (from the
+        #: facade's ToBinding on) its binding cycle. Plain dict reads and writes: atomic.
+        self._cycle: dict[str, Assigned] = {}
+        self._bound: dict[str, Assigned] = {}
+        #: Does Permit move a pod's actor to the binding map? (`assignments.moves_to_binding`)
+        self._moves_to_binding = moves_to_binding(guest.exports)
         #: pod uid -> (nodes, their names, Score result) computed with PreScore, until Score asks.
         self._early_scores: dict[str, tuple[Sequence[Named | str], list[str], ScoreResult]] = {}
         info = self._first_instance()
@@ -258,9 +229,8 @@ class WasmPlugin:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the supervisor and every guest actor of this plugin, and wait for them."""
-        with self._routes_lock:
-            self._slot = None
-            self._binding.clear()
+        self._cycle.clear()
+        self._bound.clear()
         try:
             guests: list[pykka.ActorRef[Any]] = self._ask_supervisor(GetActors())
             self.supervisor.stop()
@@ -287,76 +257,41 @@ class WasmPlugin:
 
     def _begin(self, uid: str, name: str, invoke: Invoke | None = None,
                pod: KubeObject | None = None) -> tuple[Assigned | Lost, Any]:
-        """BeginCycle: the supervisor gives the pod the scheduling slot's actor (the pod
-        that held the slot loses it) and sends it `invoke`, whose result comes back with
-        the route on one future; the route is remembered for the pod's later calls.
+        """BeginCycle: the supervisor gives the pod an actor (the slot's, or one from its
+        pool) and sends it `invoke`, whose result comes back with the route on one future.
+        That answer is remembered for the rest of the pod's cycle; the pod whose cycle the
+        supervisor says it ended is forgotten.
 
         While the supervisor's and the actor's threads wake up, this thread encodes `pod`
-        for the guest (if it reads the pod at all): time the GIL would sit idle otherwise.
-
-        When the facade knows the slot's actor and its instance is healthy, it applies
-        BeginCycle's rule itself (`_pass_slot`): the call goes straight to that actor, and
-        the supervisor gets the transition with the facade's next message."""
-        passed = self._pass_slot(uid, name)
-        if passed is not None:
-            if pod is not None and self._reads_pod:
-                with contextlib.suppress(KubeCodecError):
-                    self.wire_cache.pod(pod)
-            if invoke is None:
-                return passed, None
-            try:
-                return passed, _ask(passed.actor, invoke)
-            except pykka.ActorDeadError:
-                # Died since the health check, before the pod's first call ran: the pod has
-                # no state there yet, so its cycle starts again on the supervisor's choice.
-                self._broken(passed.instance_id, "its actor died")
-            except Exception as exc:  # as in `_run`: our own bug, the instance is suspect
-                return passed, self._host_bug(passed, invoke, exc)
-        with self._routes_lock:
-            # Sent and accounted under the lock (the order the supervisor sees), answered
-            # outside it: other threads' transitions need not wait for this round trip.
-            if invoke is None:
-                future = self.supervisor.ask(self._with_deferred(BeginCycle(uid, name)), block=False)
-            else:
-                future = ReplyFuture()
-                self.supervisor.tell(self._with_deferred(BeginCycle(uid, name, invoke.replying(future))))
-            previous = self._slot_uid
-            if previous is not None and previous != uid:
-                self._early_scores.pop(previous, None)
-            self._early_scores.pop(uid, None)
-            self._slot = (uid, name, None)
+        for the guest (if it reads the pod at all): time the GIL would sit idle otherwise."""
+        if invoke is None:
+            future = self.supervisor.ask(BeginCycle(uid, name), block=False)
+        else:
+            future = ReplyFuture()
+            self.supervisor.tell(BeginCycle(uid, name, invoke.replying(future)))
+        self._early_scores.pop(uid, None)
         if pod is not None and self._reads_pod:
             with contextlib.suppress(KubeCodecError):  # the guest's own call reports it
                 self.wire_cache.pod(pod)
         if invoke is None:
-            answer, result = future.get(), None
+            began, result = future.get(), None
         else:
-            replied: Replied = self._await_reply(future)
-            answer, result = replied.route, replied.result
-        assert isinstance(answer, (Assigned, Lost)), answer
-        with self._routes_lock:
-            if self._slot_uid == uid:  # not reassigned, moved or released meanwhile
-                self._slot = (uid, name, answer) if isinstance(answer, Assigned) else None
-        return answer, result
-
-    def _pass_slot(self, uid: str, name: str) -> Assigned | None:
-        """BeginCycle's rule applied here: the actor serving the slot's last pod (whose
-        cycle is over) goes to `uid`, if the facade knows that actor and its instance is
-        healthy; None otherwise (the supervisor decides). Logged here, before the call, so
-        the log keeps its order; the supervisor records it with the next message."""
-        with self._routes_lock:
-            if self._slot is None:
-                return None
-            previous, previous_name, route = self._slot
-            if route is None or route.health.broken or not route.actor.is_alive():
-                return None
-            self.log.info("assignment.reassigned", instance=route.instance_id, pod=name, pod_uid=uid,
-                          previous_pod=previous_name, previous_pod_uid=previous)
-            self._hold(SlotPassed(uid, name, route.instance_id))
-            self._early_scores.pop(previous, None)
-            self._early_scores.pop(uid, None)
-            self._slot = (uid, name, route)
-            return route
+            try:
+                replied: Replied = self._await_reply(future)
+            except pykka.ActorDeadError:
+                raise
+            except Exception as exc:  # the actor answered our own bug (it reports itself broken)
+                return Lost(self._host_bug(None, invoke, exc).reason), None
+            began, result = replied.route, replied.result
+        if isinstance(began, Lost):
+            self._cycle.pop(uid, None)
+            return began, result
+        assert isinstance(began, Began), began
+        if began.ended_pod_uid:
+            self._cycle.pop(began.ended_pod_uid, None)
+            self._early_scores.pop(began.ended_pod_uid, None)
+        self._cycle[uid] = began.assigned
+        return began.assigned, result
 
     def _await_reply(self, future: pykka.Future[Any]) -> Any:
         """The actor's `Replied` to a forwarded call. Told messages carry no envelope
@@ -371,96 +306,40 @@ class WasmPlugin:
                     raise pykka.ActorDeadError(f"wasm plugin {self.name}: its supervisor stopped") from None
 
     def _to_binding(self, uid: str, name: str) -> None:
-        with self._routes_lock:
-            if self._slot is not None and self._slot[0] == uid:
-                # The slot's assignment becomes the pod's binding one, replacing any older
-                # (as in the supervisor).
-                self._binding[uid] = self._slot[2]
-                self._slot = None
-            # Held back until the facade's next message to the supervisor (BeginCycle of the
-            # next pod, this pod's Release, ...), which carries it first: one wake of the
-            # supervisor less per pod. Meanwhile the supervisor routes the pod to the same
-            # actor from the slot, and the facade remembers the route anyway.
-            self._hold(ToBinding(uid, name))
-
-    @property
-    def _slot_uid(self) -> str | None:
-        """The pod holding the scheduling slot, as the facade sent it."""
-        slot = self._slot
-        return slot[0] if slot is not None else None
-
-    @property
-    def _binding_uids(self) -> set[str]:
-        """The pods in the binding map, as the facade sent it."""
-        return set(self._binding)
-
-    def _hold(self, transition: Any) -> None:
-        """Hold `transition` back until the facade's next message to the supervisor, which
-        carries it first; `MAX_HELD_TRANSITIONS` held are sent on their own (called under
-        the lock)."""
-        self._deferred.append(transition)
-        if len(self._deferred) >= MAX_HELD_TRANSITIONS:
-            held, self._deferred = self._deferred, []
-            self.supervisor.tell(Batch(tuple(held)))
-
-    def _with_deferred(self, message: Any) -> Any:
-        """`message`, after the transitions held back (called under the lock)."""
-        if not self._deferred:
-            return message
-        deferred, self._deferred = self._deferred, []
-        return Batch((*deferred, message))
+        """ToBinding: the supervisor moves the pod's actor to the binding map; the answer
+        remembered for its cycle now serves its binding cycle."""
+        route = self._cycle.pop(uid, None)
+        if route is not None:
+            self._bound[uid] = route
+        self.supervisor.tell(ToBinding(uid, name))
 
     def _ask_supervisor(self, message: Any) -> Any:
-        """Ask the supervisor, after the transitions held back."""
-        with self._routes_lock:
-            future = self.supervisor.ask(self._with_deferred(message), block=False)
-        return future.get()
+        return self.supervisor.ask(message)
 
     def _release(self, uid: str, name: str, why: str) -> None:
-        """Release, mirrored as the supervisor applies it: the pod's binding assignment if
-        it has one (a pod scheduled again while its last binding cycle runs keeps the new
-        cycle's slot), else the slot if the pod holds it, else nothing, and then the
-        supervisor is not even woken."""
-        with self._routes_lock:
-            if uid in self._binding:
-                del self._binding[uid]
-            elif uid == self._slot_uid:
-                self._early_scores.pop(uid, None)
-                self._slot = None
-            else:  # the pod holds nothing (its slot went to the next pod)
-                return
-            self.supervisor.tell(self._with_deferred(Release(uid, name, why)))
+        """Release: the supervisor returns the pod's actor to the pool. Not sent for a pod
+        this facade holds no answer for: the supervisor said its slot went to another pod
+        (or never gave it one), so there is nothing to release and no need to wake it."""
+        # The answer forgotten is the assignment the supervisor releases (`Assignments.release`:
+        # the binding one first), so a pod scheduled again while its last binding cycle ran
+        # keeps the answer for its new cycle, and that cycle's Release is sent in turn.
+        if self._bound.pop(uid, None) is None and self._cycle.pop(uid, None) is None:
+            return
+        self._early_scores.pop(uid, None)
+        self.supervisor.tell(Release(uid, name, why))
 
     def _broken(self, instance_id: str, reason: str) -> None:
-        """Tell the supervisor to discard an instance; forget every route to it."""
-        with self._routes_lock:
-            self.supervisor.tell(self._with_deferred(InstanceBroken(instance_id, reason)))
-            slot = self._slot
-            if slot is not None and slot[2] is not None and slot[2].instance_id == instance_id:
-                self._slot = (slot[0], slot[1], None)
-            for uid, held in self._binding.items():
-                if held is not None and held.instance_id == instance_id:
-                    self._binding[uid] = None
+        """Tell the supervisor to discard an instance (a no-op if it already has). Answers
+        remembered for it stay: a call to its stopped actor is answered as discarded."""
+        self.supervisor.tell(InstanceBroken(instance_id, reason))
 
     def _route(self, uid: str, name: str, phase: str) -> Assigned | Lost:
-        """The pod's actor: remembered, else the supervisor's. The memo is chosen by the
-        supervisor's own rule (Route): a binding-cycle call is served by the pod's binding
-        assignment if it has one, any other call by the slot if the pod holds it. A pod
-        scheduled again while its last binding cycle runs (the extender after a bind
-        timeout) has one of each. A memo that is gone (its instance was discarded) sends
-        the question to the supervisor, never to the pod's other assignment. The slot is
-        read once, as one tuple, and the binding map with plain dict reads: atomic."""
-        binding = phase == "binding"
-        slot = self._slot
-        in_slot = slot is not None and slot[0] == uid
-        answer: Assigned | None = None
-        if uid in self._binding and (binding or not in_slot):
-            answer = self._binding.get(uid)
-        elif in_slot and slot is not None:
-            answer = slot[2]
+        """The pod's actor: the answer remembered for this part of its cycle (its binding
+        cycle's for a binding-cycle call), else the supervisor's."""
+        answer = self._bound.get(uid) if phase == "binding" else self._cycle.get(uid)
         if answer is not None:
             return answer
-        routed: Assigned | Lost = self._ask_supervisor(Route(uid, name, binding))
+        routed: Assigned | Lost = self._ask_supervisor(Route(uid, name, phase == "binding"))
         return routed
 
     def _run(self, route: Any, point: str, args: tuple[Any, ...], pod: KubeObject, phase: str) -> Any:
@@ -486,12 +365,13 @@ class WasmPlugin:
         except Exception as exc:  # the actor answered with our own bug: the instance is suspect
             return self._host_bug(answer, invoke, exc)
 
-    def _host_bug(self, answer: Assigned, invoke: Invoke, exc: Exception) -> Status:
+    def _host_bug(self, answer: Assigned | None, invoke: Invoke, exc: Exception) -> Status:
         """A call that raised our own bug: logged loudly, the instance discarded, an Error."""
         error_id = secrets.token_hex(6)  # the status names only this; the log has the details
-        self.log.error("instance.host_bug", instance=answer.instance_id, pod=invoke.pod,
+        self.log.error("instance.host_bug", instance=answer.instance_id if answer else "", pod=invoke.pod,
                        extension_point=invoke.point, error_id=error_id, exc_info=exc)
-        self._broken(answer.instance_id, f"host error (error id {error_id})")
+        if answer is not None:
+            self._broken(answer.instance_id, f"host error (error id {error_id})")
         return self._error(f"wasm plugin {self.name}: internal error in {invoke.point} (error id {error_id})")
 
     def _exports(self, export: str) -> bool:
@@ -570,7 +450,7 @@ class WasmPlugin:
             result = self._run(Route, "permit", (pod, node_name, self._handle(state)), pod, "scheduling")
         else:
             result = self._success
-        if not self._binding_free:
+        if self._moves_to_binding:
             self._to_binding(*pod_key(pod))
         return PermitResult(result) if isinstance(result, Status) else result
 

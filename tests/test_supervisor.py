@@ -19,8 +19,8 @@ import pytest
 from tests.conftest import GUESTS, SCORER_WAT, wat_guest
 from wasm_scheduler.actors.abi import Code, NodeScore
 from wasm_scheduler.actors.guest_actor import GuestActor
-from wasm_scheduler.actors.supervisor import Assigned, GetCounts, Lost, Route
-from wasm_scheduler.adapters.wasm_plugin import WasmPlugin, pod_key
+from wasm_scheduler.actors.supervisor import Assigned, Lost
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig, PoolConfig
 
@@ -339,21 +339,27 @@ def test_an_unreserved_pod_of_a_guest_without_binding_exports_frees_the_slot(sco
     assert (counts.started, counts.scheduling, counts.idle) == (1, 1, 0) and counts.balanced
 
 
-def test_passing_the_slot_on_costs_the_supervisor_no_message_until_the_next_one(scorer_plugin) -> None:
+def test_a_pod_of_a_guest_without_binding_exports_costs_the_supervisor_one_message(scorer_plugin,
+                                                                                  monkeypatch) -> None:
+    # BeginCycle, answered once for the whole cycle; no Release for a pod whose slot the
+    # supervisor already said went to the next pod.
     plugin = scorer_plugin
+    told: list[str] = []
+    tell = plugin.supervisor.tell
+    monkeypatch.setattr(plugin.supervisor, "tell", lambda message: (told.append(type(message).__name__),
+                                                                     tell(message))[1])
     pods = [make_pod(f"p{i}") for i in range(5)]
     scheduling_cycle(plugin, pods[0])
-    before = plugin.supervisor.ask(GetCounts())  # a message of its own: nothing held back yet
     for previous, pod in zip(pods, pods[1:], strict=False):
         assert plugin.permit(None, previous, NODES[0]).status.ok
         scheduling_cycle(plugin, pod)
-    # The supervisor has not been told yet: its slot still shows the first pod...
-    assert plugin.supervisor.ask(Route(*pod_key(pods[-1]))) == Lost(
-        f"wasm plugin scorer: no instance is assigned to pod {pod_key(pods[-1])[1]} "
-        "(its cycle ended or never began)")
-    # ...and the facade's next question brings every transition, in order.
-    assert instance_of(plugin, pods[-1]) == instance_of(plugin, pods[-1]) is not None
-    assert plugin.counts() == before
+        plugin.post_bind(None, previous, NODES[0])  # after the next pod took the slot
+    assert told == ["BeginCycle"] * len(pods)
+    assert instance_of(plugin, pods[-1]) is not None
+    plugin.post_bind(None, pods[-1], NODES[0])  # the last pod still holds the slot: released
+    assert told[-1] == "Release"
+    counts = plugin.counts()
+    assert (counts.started, counts.scheduling, counts.idle) == (1, 0, 1) and counts.balanced
 
 
 def test_a_slot_actor_whose_instance_trapped_is_never_passed_on(checker_plugin) -> None:
@@ -402,7 +408,7 @@ def test_our_own_bug_in_a_call_to_a_passed_on_actor_is_an_error_and_discards_it(
         return invoke(self, message, point)
 
     monkeypatch.setattr(GuestActor, "_invoke", buggy)
-    result = plugin.pre_filter(None, b)  # a's actor, passed on to b by the facade, raises
+    result = plugin.pre_filter(None, b)  # a's actor, reassigned to b, raises
     assert result.status.code == Code.ERROR and "internal error in prefilter" in result.status.reason
     scheduling_cycle(plugin, c)  # the suspect instance is gone: c starts on another
     assert instance_of(plugin, c) not in (None, served_a)

@@ -16,8 +16,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from tests.conftest import GUESTS, SCORER_WAT
 from wasm_scheduler.actors.abi import Code
-from wasm_scheduler.actors.supervisor import Assigned
-from wasm_scheduler.adapters.wasm_plugin import WasmPlugin, pod_key
+from wasm_scheduler.actors.supervisor import Assigned, Lost
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
 
@@ -160,11 +160,13 @@ class AssignmentMachine(RuleBasedStateMachine):
                 assert placement[instance] == "binding" and self.instance(name, binding=True) == instance
 
     @invariant()
-    def the_facade_mirrors_the_supervisor(self) -> None:
-        """White box: the facade's own view of the slot and the binding map, on which it
-        decides to pass the slot on or to skip a Release, is the model's."""
-        assert self.plugin._slot_uid == (pod_key(pod(self.slot))[0] if self.slot is not None else None)
-        assert self.plugin._binding_uids == {pod_key(pod(name))[0] for name in self.binding}
+    def the_supervisor_holds_what_the_model_holds(self) -> None:
+        """Every pod the model says holds an assignment (a live instance or a tombstone) has
+        one at the supervisor; every other pod has none, however the facade remembers it."""
+        for name in POD_NAMES:
+            answer = self.plugin.assignment(pod(name))
+            unassigned = isinstance(answer, Lost) and "no instance is assigned" in answer.reason
+            assert unassigned == (name != self.slot and name not in self.binding), (name, answer)
 
     @invariant()
     def counts_balance_and_no_unexpected_trap(self) -> None:
@@ -219,10 +221,14 @@ class BindingFreeMachine(AssignmentMachine):
         if self.slot == name:  # nobody took the slot over: its actor goes back to the pool
             self.slot, self.slot_instance, self.slot_lost = None, None, False
 
+
     @invariant()
-    def the_facade_mirrors_the_supervisor(self) -> None:
-        assert self.plugin._slot_uid == (pod_key(pod(self.slot))[0] if self.slot is not None else None)
-        assert self.plugin._binding_uids == set(), "nothing of this guest goes to the binding map"
+    def the_supervisor_holds_what_the_model_holds(self) -> None:
+        """Only the slot holds an assignment here: a pod in its binding cycle holds none."""
+        for name in POD_NAMES:
+            answer = self.plugin.assignment(pod(name))
+            unassigned = isinstance(answer, Lost) and "no instance is assigned" in answer.reason
+            assert unassigned == (name != self.slot), (name, answer)
 
     @invariant()
     def every_actor_is_in_exactly_one_place(self) -> None:
