@@ -7,7 +7,7 @@
   in that one file.
 - `abi` is the guest ABI as data; `host_functions`, `wasi` and `guest_memory` are what a
   guest can reach of the host.
-- The Kubernetes object codec (`kube_schema`, `kube_codec`, `wire_cache`) lives here
+- `kube` (schema, codec, wire cache: Kubernetes objects as protobuf bytes) lives here
   because its one user is the guest's host functions, which hand those bytes to the
   guest.
 """

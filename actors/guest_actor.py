@@ -18,41 +18,35 @@ from typing import Any
 import pykka
 import structlog
 
-from wasm_scheduler.actors import abi
-from wasm_scheduler.actors.abi import ClusterEvent, Code, Status
 from wasm_scheduler.actors.guest_instance import GuestInstance
+from wasm_scheduler.actors.kube.wire_cache import WireCache
 from wasm_scheduler.actors.log_level import DEBUG, enabled
 from wasm_scheduler.actors.mailbox import MailboxActor
-from wasm_scheduler.actors.wire_cache import WireCache
+from wasm_scheduler.framework_api import (
+    DEFAULT_CLUSTER_EVENTS,
+    ClusterEvent,
+    Code,
+    FilterResult,
+    NormalizeScoreResult,
+    PermitResult,
+    PostFilterResult,
+    PreFilterResult,
+    PreScoreAndScore,
+    ScoreResult,
+    Status,
+)
 from wasm_scheduler.registry.compiler import CompiledGuest
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError
+from wasm_scheduler.registry.guest_abi import EXPORT_RESULTS
 
 log = structlog.get_logger("actors.guest")
 
-#: The message that runs PreScore and then Score (`abi.PreScoreAndScore`).
+#: The message that runs PreScore and then Score (`framework_api.PreScoreAndScore`).
 PRESCORE_AND_SCORE = "prescore_and_score"
 
-#: GuestInstance methods a message may invoke.
-EXTENSION_POINTS = frozenset(
-    {
-        "prefilter",
-        "filter",
-        "postfilter",
-        "prescore",
-        "score",
-        "normalizescore",
-        "reserve",
-        "unreserve",
-        "permit",
-        "prebind",
-        "bind",
-        "postbind",
-        "addpod",
-        "removepod",
-        "enqueue",
-    }
-)
+#: GuestInstance methods a message may invoke: the ABI's extension-point exports.
+EXTENSION_POINTS = frozenset(EXPORT_RESULTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,8 +202,8 @@ class GuestActor(MailboxActor):
             # logs two messages would make, for one hand-off.
             status = self._invoke(message, "prescore")
             if not status.ok:
-                return abi.PreScoreAndScore(status)
-            return abi.PreScoreAndScore(status, self._invoke(message, "score"))
+                return PreScoreAndScore(status)
+            return PreScoreAndScore(status, self._invoke(message, "score"))
         if point not in EXTENSION_POINTS:
             raise ValueError(f"unknown extension point {point!r}")
         inst = self.instance
@@ -258,15 +252,15 @@ def _unavailable(point: str, args: tuple[Any, ...], plugin: str, why: str) -> An
     """The answer of an actor whose instance never started, shaped like the real result."""
     status = Status(Code.ERROR, f"wasm plugin {plugin}: no instance to run {point}: {why}", plugin)
     shaped: dict[str, Any] = {
-        "prefilter": abi.PreFilterResult(status),
-        "postfilter": abi.PostFilterResult(status),
-        "score": abi.ScoreResult(status),
-        "normalizescore": abi.NormalizeScoreResult(status),
-        "permit": abi.PermitResult(status),
-        "enqueue": (abi.DEFAULT_CLUSTER_EVENTS, status),
+        "prefilter": PreFilterResult(status),
+        "postfilter": PostFilterResult(status),
+        "score": ScoreResult(status),
+        "normalizescore": NormalizeScoreResult(status),
+        "permit": PermitResult(status),
+        "enqueue": (DEFAULT_CLUSTER_EVENTS, status),
     }
     if point == "filter":
-        return abi.FilterResult(tuple((name, status) for name in args[1]))
+        return FilterResult(tuple((name, status) for name in args[1]))
     return shaped.get(point, status)
 
 

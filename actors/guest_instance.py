@@ -22,24 +22,7 @@ from typing import Any
 import structlog
 import wasmtime
 
-from wasm_scheduler.actors.abi import (
-    DEFAULT_CLUSTER_EVENTS,
-    EXPORT_RESULTS,
-    ClusterEvent,
-    Code,
-    FilterResult,
-    NodeScore,
-    NormalizeScoreResult,
-    PermitResult,
-    PostFilterResult,
-    PreFilterResult,
-    ScoreResult,
-    Status,
-    decode_permit,
-    decode_postfilter,
-    decode_score,
-    high_words,
-)
+from wasm_scheduler.actors.abi import decode_permit, decode_postfilter, decode_score, high_words
 from wasm_scheduler.actors.fast_call import (
     FAST_HOST_FUNCTIONS,
     FAST_PATH_AVAILABLE,
@@ -54,13 +37,27 @@ from wasm_scheduler.actors.fast_call import (
 from wasm_scheduler.actors.guest_memory import GuestFault, GuestMemory
 from wasm_scheduler.actors.handle import FrameworkHandle, KubeObject
 from wasm_scheduler.actors.host_functions import CallContext, HostFunctions
-from wasm_scheduler.actors.kube_codec import KubeCodecError
+from wasm_scheduler.actors.kube.codec import KubeCodecError
+from wasm_scheduler.actors.kube.wire_cache import WireCache
 from wasm_scheduler.actors.node_loop import PER_NODE_SLOTS, NodeLoop
 from wasm_scheduler.actors.wasi import CapturedOutput, GuestExit, Wasi
-from wasm_scheduler.actors.wire_cache import WireCache
+from wasm_scheduler.framework_api import (
+    DEFAULT_CLUSTER_EVENTS,
+    ClusterEvent,
+    Code,
+    FilterResult,
+    NodeScore,
+    NormalizeScoreResult,
+    PermitResult,
+    PostFilterResult,
+    PreFilterResult,
+    ScoreResult,
+    Status,
+)
 from wasm_scheduler.registry.compiler import CompiledGuest, deadline_ticks
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError
+from wasm_scheduler.registry.guest_abi import EXPORT_RESULTS
 
 log = structlog.get_logger("actors.instance")
 

@@ -37,8 +37,8 @@ import structlog
 
 from wasm_scheduler.actors.assignments import TOMBSTONE, Assignments
 from wasm_scheduler.actors.guest_actor import GuestActor, InstanceBroken, InstanceHealth, Replied
+from wasm_scheduler.actors.kube.wire_cache import WireCache
 from wasm_scheduler.actors.mailbox import MailboxActor
-from wasm_scheduler.actors.wire_cache import WireCache
 from wasm_scheduler.registry.compiler import CompiledGuest
 from wasm_scheduler.registry.config import PluginConfig
 

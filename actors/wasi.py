@@ -16,13 +16,14 @@ from __future__ import annotations
 import os
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import wasmtime
 
 from wasm_scheduler.actors.guest_memory import GuestFault, GuestMemory
+from wasm_scheduler.registry.guest_abi import WASI_SIGNATURES
 
 ERRNO_SUCCESS = 0
 ERRNO_BADF = 8
@@ -35,22 +36,6 @@ OUTPUT_LIMIT = 64 * 1024
 
 #: Most iovecs one fd_write may pass (POSIX IOV_MAX is 1024).
 MAX_IOVECS = 1024
-
-#: Every function of wasi_snapshot_preview1, so an unknown name is told from a typo.
-PREVIEW1_NAMES = frozenset(
-    [
-        "args_get", "args_sizes_get", "environ_get", "environ_sizes_get", "clock_res_get",
-        "clock_time_get", "fd_advise", "fd_allocate", "fd_close", "fd_datasync", "fd_fdstat_get",
-        "fd_fdstat_set_flags", "fd_fdstat_set_rights", "fd_filestat_get", "fd_filestat_set_size",
-        "fd_filestat_set_times", "fd_pread", "fd_prestat_get", "fd_prestat_dir_name", "fd_pwrite",
-        "fd_read", "fd_readdir", "fd_renumber", "fd_seek", "fd_sync", "fd_tell", "fd_write",
-        "path_create_directory", "path_filestat_get", "path_filestat_set_times", "path_link",
-        "path_open", "path_readlink", "path_remove_directory", "path_rename", "path_symlink",
-        "path_unlink_file", "poll_oneoff", "proc_exit", "proc_raise", "sched_yield", "random_get",
-        "sock_accept", "sock_recv", "sock_send", "sock_shutdown"
-    ]
-)
-
 
 class GuestExit(Exception):
     """The guest called `proc_exit`."""
@@ -194,21 +179,7 @@ class Wasi:
 
     # --- linking -----------------------------------------------------------------------
 
-    _SIGNATURES: dict[str, tuple[str, str]] = {
-        "args_sizes_get": ("ii", "i"),
-        "args_get": ("ii", "i"),
-        "environ_sizes_get": ("ii", "i"),
-        "environ_get": ("ii", "i"),
-        "clock_time_get": ("iIi", "i"),
-        "clock_res_get": ("ii", "i"),
-        "random_get": ("ii", "i"),
-        "fd_write": ("iiii", "i"),
-        "fd_close": ("i", "i"),
-        "fd_fdstat_get": ("ii", "i"),
-        "fd_prestat_get": ("ii", "i"),
-        "sched_yield": ("", "i"),
-        "proc_exit": ("i", ""),
-    }
+    _SIGNATURES: Mapping[str, tuple[str, str]] = WASI_SIGNATURES
 
     def define(self, define: Callable[..., None], imports: Sequence[tuple[str, wasmtime.FuncType]]) -> None:
         """Define each preview1 function the module imports (names already validated).

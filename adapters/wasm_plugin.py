@@ -45,20 +45,6 @@ from typing import Any, Protocol
 import pykka
 import structlog
 
-from wasm_scheduler.actors.abi import (
-    DEFAULT_CLUSTER_EVENTS,
-    ClusterEvent,
-    Code,
-    FilterResult,
-    NodeScore,
-    NormalizeScoreResult,
-    PermitResult,
-    PostFilterResult,
-    PreFilterResult,
-    PreScoreAndScore,
-    ScoreResult,
-    Status,
-)
 from wasm_scheduler.actors.assignments import moves_to_binding
 from wasm_scheduler.actors.guest_actor import (
     PRESCORE_AND_SCORE,
@@ -69,7 +55,8 @@ from wasm_scheduler.actors.guest_actor import (
     Replied,
 )
 from wasm_scheduler.actors.handle import EmptyHandle, FrameworkHandle, KubeObject, pod_name, pod_uid
-from wasm_scheduler.actors.kube_codec import KubeCodecError
+from wasm_scheduler.actors.kube.codec import KubeCodecError
+from wasm_scheduler.actors.kube.wire_cache import WireCache
 from wasm_scheduler.actors.mailbox import ReplyFuture
 from wasm_scheduler.actors.supervisor import (
     Assigned,
@@ -88,33 +75,31 @@ from wasm_scheduler.actors.supervisor import (
     SupervisorActor,
     ToBinding,
 )
-from wasm_scheduler.actors.wire_cache import WireCache
+from wasm_scheduler.framework_api import (
+    DEFAULT_CLUSTER_EVENTS,
+    LIFECYCLE_POINTS,
+    POINTS,
+    ClusterEvent,
+    Code,
+    FilterResult,
+    NodeScore,
+    NormalizeScoreResult,
+    PermitResult,
+    PostFilterResult,
+    PreFilterResult,
+    PreScoreAndScore,
+    ScoreResult,
+    Status,
+)
 from wasm_scheduler.registry.compiler import CompiledGuest, GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError
 
 log = structlog.get_logger("adapters.wasm_plugin")
 
-#: Framework extension point -> guest export.
-POINT_EXPORTS: Mapping[str, str] = {
-    "queue_sort": "",
-    "pre_filter": "prefilter",
-    "filter": "filter",
-    "pre_filter_extensions": "addpod",
-    "post_filter": "postfilter",
-    "pre_score": "prescore",
-    "score": "score",
-    "normalize_score": "normalizescore",
-    "reserve": "reserve",
-    "permit": "permit",
-    "pre_bind": "prebind",
-    "bind": "bind",
-    "post_bind": "postbind",
-    "enqueue_extensions": "enqueue",
-}
-
-#: Points the facade always takes part in: they carry the pod's assignment lifecycle.
-LIFECYCLE_POINTS = frozenset({"pre_filter", "reserve", "permit", "post_bind"})
+#: Framework extension point -> guest export (Unreserve has none of its own: Reserve's
+#: lifecycle always releases).
+POINT_EXPORTS: Mapping[str, str] = {point.name: point.export for point in POINTS if point.name != "unreserve"}
 
 
 class Named(Protocol):

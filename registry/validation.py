@@ -12,17 +12,18 @@ from dataclasses import dataclass
 
 import wasmtime
 
-from wasm_scheduler.actors.abi import (
+from wasm_scheduler.registry.errors import GuestLoadError
+from wasm_scheduler.registry.guest_abi import (
     COUPLED_EXPORTS,
     EXPORT_RESULTS,
     HOST_IMPORTS,
     K8S_API,
     K8S_KLOG,
     K8S_SCHEDULER,
+    PREVIEW1_NAMES,
     WASI,
+    WASI_SIGNATURES,
 )
-from wasm_scheduler.actors.wasi import PREVIEW1_NAMES, Wasi
-from wasm_scheduler.registry.errors import GuestLoadError
 
 _LETTER = {"i32": "i", "i64": "I"}
 
@@ -97,7 +98,7 @@ def validate(guest: str, module: wasmtime.Module) -> GuestShape:
         if imp.module == WASI:
             if imp.name not in PREVIEW1_NAMES:
                 raise GuestLoadError(guest, f"{where}: not a wasi_snapshot_preview1 function")
-            implemented = Wasi.signature_of(imp.name)
+            implemented = WASI_SIGNATURES.get(imp.name)
             if implemented is not None:
                 params = "".join(_LETTER.get(p, "?") for p in actual[0])
                 results = "".join(_LETTER.get(r, "?") for r in actual[1])

@@ -6,7 +6,14 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from wasm_scheduler.actors.abi import (
+from wasm_scheduler.adapters.framework import Scheduler, SchedulerOptions, cluster_from_objects, config_from_dict
+from wasm_scheduler.adapters.framework.cluster import Cluster
+from wasm_scheduler.adapters.framework.config import API_VERSION, KIND, SchedulerConfig
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, PluginContext
+from wasm_scheduler.adapters.framework.results import SimulationReport
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.framework_api import (
     SUCCESS,
     Code,
     NodeScore,
@@ -15,13 +22,6 @@ from wasm_scheduler.actors.abi import (
     PreFilterResult,
     Status,
 )
-from wasm_scheduler.adapters.framework import Scheduler, SchedulerOptions, cluster_from_objects, config_from_dict
-from wasm_scheduler.adapters.framework.cluster import Cluster
-from wasm_scheduler.adapters.framework.config import API_VERSION, KIND, SchedulerConfig
-from wasm_scheduler.adapters.framework.cycle_state import CycleState
-from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, PluginContext
-from wasm_scheduler.adapters.framework.results import SimulationReport
-from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 from wasm_scheduler.registry.compiler import GuestCompiler
 
 KubeObject = Mapping[str, Any]

@@ -17,7 +17,11 @@ import pytest
 
 from tests.conftest import wat_guest
 from tests.probe import CALLS, EXPORT_IDS, LAST_EXPORT, RESULTS, SCRIPT, Script, results, word
-from wasm_scheduler.actors.abi import (
+from wasm_scheduler.actors.guest_actor import Describe, GuestActor, InstanceBroken, InstanceInfo, Invoke
+from wasm_scheduler.actors.guest_instance import GuestInstance
+from wasm_scheduler.actors.handle import EmptyHandle
+from wasm_scheduler.actors.kube.wire_cache import WireCache
+from wasm_scheduler.framework_api import (
     DEFAULT_CLUSTER_EVENTS,
     Code,
     FilterResult,
@@ -29,10 +33,6 @@ from wasm_scheduler.actors.abi import (
     ScoreResult,
     Status,
 )
-from wasm_scheduler.actors.guest_actor import Describe, GuestActor, InstanceBroken, InstanceInfo, Invoke
-from wasm_scheduler.actors.guest_instance import GuestInstance
-from wasm_scheduler.actors.handle import EmptyHandle
-from wasm_scheduler.actors.wire_cache import WireCache
 from wasm_scheduler.registry.compiler import CompiledGuest, GuestCompiler
 from wasm_scheduler.registry.config import LimitsConfig, PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError

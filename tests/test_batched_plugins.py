@@ -22,7 +22,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.framework_support import cluster, config, node, pod, run
-from wasm_scheduler.actors.abi import SUCCESS, Code, NodeScore, NormalizeScoreResult, ScoreResult, Status
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.framework import Framework, ScoreTable
 from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, PluginContext
@@ -35,6 +34,7 @@ from wasm_scheduler.adapters.framework.pods import PodInfo
 from wasm_scheduler.adapters.framework.resources import CPU, MEMORY, Resources, pod_requests
 from wasm_scheduler.adapters.framework.results import PodStatus
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.framework_api import SUCCESS, Code, NodeScore, NormalizeScoreResult, ScoreResult, Status
 
 KubeObject = Mapping[str, Any]
 

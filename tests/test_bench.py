@@ -9,7 +9,6 @@ import json
 
 import pytest
 
-from wasm_scheduler.actors.abi import Code, NodeScore
 from wasm_scheduler.adapters.benchmarks.native_nodenumber import NativeNodeNumber, last_digit
 from wasm_scheduler.adapters.benchmarks.throughput import VARIANTS, targets
 from wasm_scheduler.adapters.benchmarks.workload import Workload, documents, objects
@@ -18,6 +17,7 @@ from wasm_scheduler.adapters.framework.cluster import cluster_from_objects
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.resources import Resources
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.framework_api import Code, NodeScore
 
 TOP_KEYS = {"throughput", "ratios", "extension_points", "call_overhead_us", "memory_per_instance_mib", "load_ms",
             "targets", "checks"}

@@ -13,7 +13,9 @@ import pytest
 
 from tests.conftest import wat_guest
 from tests.probe import CALLS, EXPORT_IDS, HIGH, LAST_EXPORT, STATUS, Script, word
-from wasm_scheduler.actors.abi import (
+from wasm_scheduler.actors.guest_instance import GuestInstance
+from wasm_scheduler.actors.handle import EmptyHandle
+from wasm_scheduler.framework_api import (
     ClusterEvent,
     Code,
     FilterResult,
@@ -26,8 +28,6 @@ from wasm_scheduler.actors.abi import (
     ScoreResult,
     Status,
 )
-from wasm_scheduler.actors.guest_instance import GuestInstance
-from wasm_scheduler.actors.handle import EmptyHandle
 from wasm_scheduler.registry.compiler import GuestCompiler
 
 POD = {"metadata": {"name": "web-0", "namespace": "shop", "uid": "uid-web-0"},

@@ -16,11 +16,11 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import pykka
 
 from tests.conftest import EXAMPLES, GUESTS
-from wasm_scheduler.actors.abi import Code
 from wasm_scheduler.adapters.framework.cluster import cluster_from_objects
 from wasm_scheduler.adapters.framework.config import config_from_dict
 from wasm_scheduler.adapters.framework.simulation import simulate
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.framework_api import Code
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import LimitsConfig, PluginConfig
 

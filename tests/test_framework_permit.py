@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from tests.framework_support import Journal, cluster, config, node, pod, recorder, run
-from wasm_scheduler.actors.abi import SUCCESS, Code, PermitResult, PostFilterResult, Status
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, PluginContext
 from wasm_scheduler.adapters.framework.results import PodStatus
 from wasm_scheduler.adapters.framework.waiting_pods import WaitingPod
+from wasm_scheduler.framework_api import SUCCESS, Code, PermitResult, PostFilterResult, Status
 
 
 class Gate(NativePlugin):

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from tests.framework_support import Journal, cluster, config, node, pod, recorder, run
-from wasm_scheduler.actors.abi import SUCCESS, Code, PreFilterResult, ScoreResult, Status
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.plugins.base import NativePlugin
 from wasm_scheduler.adapters.framework.results import PodStatus
 from wasm_scheduler.adapters.framework.scheduler import num_feasible_nodes_to_find
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.framework_api import SUCCESS, Code, PreFilterResult, ScoreResult, Status
 
 SCHEDULING = ["pre_filter", "filter", "pre_score", "score", "normalize_score", "reserve", "permit"]
 

@@ -6,13 +6,13 @@ import threading
 from typing import Any
 
 from tests.framework_support import Journal, Recorder, cluster, config, node, pod, recorder, run
-from wasm_scheduler.actors.abi import SUCCESS, Code, PermitResult, Status
 from wasm_scheduler.adapters.framework import Scheduler, SchedulerOptions
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, PluginContext
 from wasm_scheduler.adapters.framework.pods import PodInfo
 from wasm_scheduler.adapters.framework.queue import QueuedPod
 from wasm_scheduler.adapters.framework.results import PodStatus, Preemption
+from wasm_scheduler.framework_api import SUCCESS, Code, PermitResult, Status
 
 
 def low(name: str, node_name: str, cpu: str = "1", priority: int = 0, start: str = "2024-01-01T00:00:00Z") -> dict:

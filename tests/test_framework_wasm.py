@@ -8,7 +8,6 @@ import pytest
 import wasmtime
 
 from tests.framework_support import cluster, config, node, pod, run
-from wasm_scheduler.actors.abi import Code
 from wasm_scheduler.adapters.framework import Scheduler, UserError
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.handle import SchedulerHandle
@@ -16,6 +15,7 @@ from wasm_scheduler.adapters.framework.resources import Resources
 from wasm_scheduler.adapters.framework.results import PodStatus
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.framework_api import Code
 from wasm_scheduler.registry.config import PluginConfig
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "nodenumber"

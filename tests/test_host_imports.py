@@ -22,12 +22,13 @@ import structlog
 import yaml
 from structlog.testing import capture_logs
 
+from tests.kube_decode import decode_node_list, decode_pod
 from tests.probe import CALLS, EXPORT_IDS, LAST_EXPORT, Script, read, results, word
-from wasm_scheduler.actors.abi import ClusterEvent, Code, NodeScore, NominatingMode, Status
 from wasm_scheduler.actors.guest_instance import GuestInstance
 from wasm_scheduler.actors.guest_memory import GuestMemory
 from wasm_scheduler.actors.handle import EmptyHandle, FrameworkHandle
-from wasm_scheduler.actors.kube_codec import decode_node_list, decode_pod, encode_node, encode_node_list, encode_pod
+from wasm_scheduler.actors.kube.codec import encode_node, encode_node_list, encode_pod
+from wasm_scheduler.framework_api import ClusterEvent, Code, NodeScore, NominatingMode, Status
 
 DATA = Path(__file__).parent / "data"
 
@@ -912,7 +913,7 @@ def test_pointer_outside_guest_memory_traps_the_call(
 
 
 def test_every_host_import_is_covered() -> None:
-    from wasm_scheduler.actors.abi import HOST_IMPORTS
+    from wasm_scheduler.registry.guest_abi import HOST_IMPORTS
 
     covered = {OOB[c][1](Script()).ops[0][0] for c in OOB}
     from tests.probe import OPS

@@ -23,9 +23,9 @@ from structlog.testing import capture_logs
 from tests.conftest import GUESTS, wat_guest
 from tests.probe import Script
 from tests.test_host_imports import POD, RecordingHandle, call
-from wasm_scheduler.actors.abi import Code, NodeScore, Status
 from wasm_scheduler.actors.guest_instance import GuestInstance
 from wasm_scheduler.adapters.cli import main
+from wasm_scheduler.framework_api import Code, NodeScore, Status
 from wasm_scheduler.registry.compiler import GuestCompiler
 
 SCORES = [NodeScore("node-1", 7), NodeScore("node-2", 3), NodeScore("node-3", 5)]

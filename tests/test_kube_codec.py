@@ -19,16 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from wasm_scheduler.actors import kube_schema as ks
-from wasm_scheduler.actors.kube_codec import (
-    KubeCodecError,
-    decode_node,
-    decode_node_list,
-    decode_pod,
-    encode_node,
-    encode_node_list,
-    encode_pod,
-)
+from tests import kube_decode
+from tests.kube_decode import decode_node, decode_node_list, decode_pod
+from wasm_scheduler.actors.kube import codec
+from wasm_scheduler.actors.kube import schema as ks
+from wasm_scheduler.actors.kube.codec import KubeCodecError, encode_node, encode_node_list, encode_pod
 
 _HERE = Path(__file__).resolve().parent
 
@@ -292,13 +287,11 @@ def test_time_bytes() -> None:
 
 
 def test_micro_time_keeps_the_fraction() -> None:
-    from wasm_scheduler.actors import kube_codec
-
     msg = ks.message_class(ks.MICRO_TIME)()
-    seconds, nanos = kube_codec._to_instant("2023-05-20T00:46:28.123456789Z", None)
+    seconds, nanos = codec._to_instant("2023-05-20T00:46:28.123456789Z", None)
     msg.seconds, msg.nanos = seconds, nanos
     assert (seconds, nanos) == (1684543588, 123456789)
-    assert kube_codec._from_micro_time(msg) == "2023-05-20T00:46:28.123456Z"
+    assert kube_decode._from_micro_time(msg) == "2023-05-20T00:46:28.123456Z"
 
 
 def _port_of(pod_bytes: bytes) -> bytes:
@@ -868,7 +861,7 @@ def test_field_numbers_match_kubernetes(message: str) -> None:
     package = {"meta": ks.META_V1, "resource": ks.RESOURCE, "intstr": ks.INTSTR}
     prefix, _, name = message.rpartition(":")
     full = f"{package.get(prefix, ks.CORE_V1)}.{name}"
-    fields = ks.descriptor(full).fields_by_name
+    fields = ks.message_class(full).DESCRIPTOR.fields_by_name
     for field, number in _KNOWN_NUMBERS[message].items():
         assert fields[field].number == number, f"{full}.{field}"
 
@@ -892,12 +885,10 @@ def test_int_fields_accept_numeric_strings() -> None:
 
 
 def test_bytes_are_standard_base64() -> None:
-    from wasm_scheduler.actors import kube_codec
-
-    assert kube_codec._to_bytes("aGk+Pw==", None) == b"hi>?"
-    assert kube_codec._from_bytes(b"hi>?") == "aGk+Pw=="
+    assert codec._to_bytes("aGk+Pw==", None) == b"hi>?"
+    assert kube_decode._from_bytes(b"hi>?") == "aGk+Pw=="
     with pytest.raises(KubeCodecError, match="x: expected base64 text"):
-        kube_codec._to_bytes("not base64!", (None, "x"))
+        codec._to_bytes("not base64!", (None, "x"))
 
 
 # --------------------------------------------------------------------------------------

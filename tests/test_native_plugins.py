@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from tests.framework_support import node, pod
-from wasm_scheduler.actors.abi import Code, NodeScore
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, default_normalize
 from wasm_scheduler.adapters.framework.plugins.default_preemption import Candidate, pick_one
@@ -19,6 +18,7 @@ from wasm_scheduler.adapters.framework.pods import PodInfo
 from wasm_scheduler.adapters.framework.queue import QueuedPod
 from wasm_scheduler.adapters.framework.resources import Resources
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.framework_api import Code, NodeScore
 
 NO_SCHEDULE = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 

@@ -122,7 +122,7 @@ def test_every_public_name_resolves_on_first_use() -> None:
     result = _run_python(
         "import json, sys\n"
         "import wasm_scheduler\n"
-        "from wasm_scheduler.actors import abi\n"
+        "from wasm_scheduler import framework_api\n"
         "from wasm_scheduler.adapters.framework import simulation\n"
         "resolved = {name: getattr(wasm_scheduler, name).__module__ for name in wasm_scheduler.__all__}\n"
         "try:\n"
@@ -131,11 +131,11 @@ def test_every_public_name_resolves_on_first_use() -> None:
         "except AttributeError as exc:\n"
         "    missing = str(exc)\n"
         "print(json.dumps({'resolved': resolved, 'wasmtime': 'wasmtime' in sys.modules, 'missing': missing,\n"
-        "    'same': wasm_scheduler.Status is abi.Status and wasm_scheduler.simulate is simulation.simulate}))\n"
+        "    'same': wasm_scheduler.Status is framework_api.Status and wasm_scheduler.simulate is simulation.simulate}))\n"
     )
     assert result["resolved"] == {
-        "Code": "wasm_scheduler.actors.abi",
-        "Status": "wasm_scheduler.actors.abi",
+        "Code": "wasm_scheduler.framework_api",
+        "Status": "wasm_scheduler.framework_api",
         "GuestCompiler": "wasm_scheduler.registry.compiler",
         "PluginConfig": "wasm_scheduler.registry.config",
         "WasmPlugin": "wasm_scheduler.adapters.wasm_plugin",

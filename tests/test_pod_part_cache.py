@@ -1,4 +1,4 @@
-"""Pods encoded with the spec/status cache (`kube_codec.PodPartCache`): the same bytes,
+"""Pods encoded with the spec/status cache (`kube.codec.PodPartCache`): the same bytes,
 errors and unknown-field reports as without it, whatever came before; repeated parts
 are found again, values Python calls equal but that encode differently are not."""
 
@@ -15,8 +15,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wasm_scheduler.actors.kube_codec import KubeCodecError, PodPartCache, decode_pod, encode_pod
-from wasm_scheduler.actors.wire_cache import WireCache
+from tests.kube_decode import decode_pod
+from wasm_scheduler.actors.kube.codec import KubeCodecError, PodPartCache, encode_pod
+from wasm_scheduler.actors.kube.wire_cache import WireCache
 
 _HERE = Path(__file__).resolve().parent
 

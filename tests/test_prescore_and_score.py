@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.conftest import wat_guest
-from wasm_scheduler.actors.abi import Code, NodeScore
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.framework_api import Code, NodeScore
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
 

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.conftest import GUESTS
 from tests.probe import OPS, Script
-from wasm_scheduler.actors.abi import Code
 from wasm_scheduler.actors.guest_instance import GuestInstance
 from wasm_scheduler.actors.handle import EmptyHandle
 from wasm_scheduler.adapters.extender import protocol
+from wasm_scheduler.framework_api import Code
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
 

@@ -15,7 +15,7 @@ import pytest
 
 import wasm_scheduler.testing as testing
 from tests.conftest import EXAMPLES, GUESTS
-from wasm_scheduler.actors.abi import Code
+from wasm_scheduler.framework_api import Code
 from wasm_scheduler.registry.config import PluginConfigError
 from wasm_scheduler.registry.errors import GuestLoadError
 from wasm_scheduler.testing import node, pod, run_cycle

@@ -19,8 +19,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 import pytest
 
 from tests.conftest import GUESTS, SCORER_WAT
-from wasm_scheduler.actors.abi import Code
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.framework_api import Code
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
 

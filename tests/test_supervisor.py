@@ -17,10 +17,10 @@ import pykka
 import pytest
 
 from tests.conftest import GUESTS, SCORER_WAT, wat_guest
-from wasm_scheduler.actors.abi import Code, NodeScore
 from wasm_scheduler.actors.guest_actor import GuestActor
 from wasm_scheduler.actors.supervisor import Assigned, Lost
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.framework_api import Code, NodeScore
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig, PoolConfig
 

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from tests.conftest import GUESTS, SCORER_WAT
-from wasm_scheduler.actors.abi import Code
 from wasm_scheduler.actors.supervisor import Assigned, Lost
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.framework_api import Code
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
 

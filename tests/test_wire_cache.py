@@ -1,12 +1,12 @@
-"""The plugin's shared wire cache (actors/wire_cache.py): a pod is encoded once per pod
+"""The plugin's shared wire cache (actors/kube/wire_cache.py): a pod is encoded once per pod
 object, whichever thread asks first (the facade, or the instance's host function)."""
 
 from __future__ import annotations
 
 import pytest
 
-from wasm_scheduler.actors import wire_cache
-from wasm_scheduler.actors.kube_codec import decode_pod
+from tests.kube_decode import decode_pod
+from wasm_scheduler.actors.kube import wire_cache
 
 
 def pod(name: str) -> dict:

@@ -27,8 +27,8 @@ _API = {
     "GuestCompiler": "wasm_scheduler.registry.compiler",
     "PluginConfig": "wasm_scheduler.registry.config",
     "WasmPlugin": "wasm_scheduler.adapters.wasm_plugin",
-    "Status": "wasm_scheduler.actors.abi",
-    "Code": "wasm_scheduler.actors.abi",
+    "Status": "wasm_scheduler.framework_api",
+    "Code": "wasm_scheduler.framework_api",
     "load_inputs": "wasm_scheduler.adapters.framework.simulation",
     "simulate": "wasm_scheduler.adapters.framework.simulation",
 }
@@ -36,9 +36,9 @@ _API = {
 __all__ = ["Code", "GuestCompiler", "PluginConfig", "Status", "WasmPlugin", "load_inputs", "simulate"]
 
 if TYPE_CHECKING:
-    from wasm_scheduler.actors.abi import Code, Status
     from wasm_scheduler.adapters.framework.simulation import load_inputs, simulate
     from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+    from wasm_scheduler.framework_api import Code, Status
     from wasm_scheduler.registry.compiler import GuestCompiler
     from wasm_scheduler.registry.config import PluginConfig
 

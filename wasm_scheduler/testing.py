@@ -54,9 +54,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from wasm_scheduler.actors.abi import Status
     from wasm_scheduler.actors.handle import FrameworkHandle
     from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+    from wasm_scheduler.framework_api import Status
     from wasm_scheduler.registry.compiler import GuestCompiler
 
 __all__ = [
@@ -281,7 +281,7 @@ class _State:
 
 
 def _is_skip(status: Status) -> bool:
-    from wasm_scheduler.actors.abi import Code
+    from wasm_scheduler.framework_api import Code
 
     return status.code == Code.SKIP
 
@@ -310,8 +310,8 @@ def run_cycle(
     `handle` (by default a `NodesHandle` of `nodes`). Nothing here raises for what the
     guest answers: every status is in the result.
     """
-    from wasm_scheduler.actors.abi import Code, NodeScore, Status
     from wasm_scheduler.adapters.wasm_plugin import pod_key
+    from wasm_scheduler.framework_api import Code, NodeScore, Status
 
     node_objs = [node(n) if isinstance(n, str) else n for n in nodes]
     names = tuple(_name_of(n) for n in node_objs)

@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from wasm_scheduler.actors.abi import SUCCESS, Code, NodeScore, ScoreResult, Status
 from wasm_scheduler.adapters.extender.protocol import MAX_EXTENDER_PRIORITY
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
-from wasm_scheduler.adapters.framework.plugins.base import MAX_NODE_SCORE, NativePlugin, PluginContext
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, PluginContext
 from wasm_scheduler.adapters.framework.pods import KubeObject
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.framework_api import MAX_NODE_SCORE, SUCCESS, Code, NodeScore, ScoreResult, Status
 
 NAME = "ExtenderClient"
 

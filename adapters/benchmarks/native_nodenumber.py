@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from wasm_scheduler.actors.abi import SUCCESS, Code, NodeScore, PreFilterResult, ScoreResult, Status
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
-from wasm_scheduler.adapters.framework.plugins.base import MAX_NODE_SCORE, NativePlugin
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin
 from wasm_scheduler.adapters.framework.pods import KubeObject
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.framework_api import MAX_NODE_SCORE, SUCCESS, Code, NodeScore, PreFilterResult, ScoreResult, Status
 
 NAME = "NodeNumber"
 #: The CycleState key PreScore writes and Score reads.

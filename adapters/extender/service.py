@@ -48,13 +48,13 @@ from typing import Any, Protocol
 
 import structlog
 
-from wasm_scheduler.actors.abi import Code, NodeScore, Status
 from wasm_scheduler.actors.handle import KubeObject
 from wasm_scheduler.adapters.extender import protocol
 from wasm_scheduler.adapters.extender.binder import Binder, NoBinder
 from wasm_scheduler.adapters.framework.resources import Resources
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo, SnapshotView
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin, pod_key
+from wasm_scheduler.framework_api import Code, NodeScore, Status
 
 log = structlog.get_logger("adapters.extender")
 

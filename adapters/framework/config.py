@@ -20,24 +20,13 @@ from wasm_scheduler.adapters.framework.cluster import read_yaml_documents
 from wasm_scheduler.adapters.framework.errors import UserError, clip, shown
 from wasm_scheduler.adapters.framework.plugins import DEFAULT_MULTIPOINT
 from wasm_scheduler.adapters.framework.pods import DEFAULT_SCHEDULER_NAME
+from wasm_scheduler.framework_api import CONFIG_POINTS
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
 
-#: Extension points of `plugins` in the file -> the framework's point.
-CONFIG_POINTS: Mapping[str, str] = {
-    "queueSort": "queue_sort",
-    "preFilter": "pre_filter",
-    "filter": "filter",
-    "postFilter": "post_filter",
-    "preScore": "pre_score",
-    "score": "score",
-    "reserve": "reserve",
-    "permit": "permit",
-    "preBind": "pre_bind",
-    "bind": "bind",
-    "postBind": "post_bind",
-}
+#: The plugin sets a profile's `plugins` may have (`CONFIG_POINTS` maps each per-point one to
+#: the framework's point).
 _PLUGIN_SETS = (*CONFIG_POINTS, "multiPoint", "preEnqueue")
 
 #: Top-level fields kube-scheduler knows and this simulator ignores.

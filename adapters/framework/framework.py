@@ -22,17 +22,26 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from wasm_scheduler.actors.abi import SUCCESS, Code, PostFilterResult, Status, score_columns
 from wasm_scheduler.actors.log_level import DEBUG, enabled
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
-from wasm_scheduler.adapters.framework.plugins.base import EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, Plugin
 from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, pod_key
 from wasm_scheduler.adapters.framework.results import PASSED, CycleTrace
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 from wasm_scheduler.adapters.framework.waiting_pods import MAX_PERMIT_TIMEOUT_S
+from wasm_scheduler.framework_api import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    POINT_NAMES,
+    SUCCESS,
+    Code,
+    PostFilterResult,
+    Status,
+    score_columns,
+)
 
 if TYPE_CHECKING:
     from wasm_scheduler.adapters.framework.handle import SchedulerHandle
+    from wasm_scheduler.adapters.framework.plugins.base import Plugin
 
 log = structlog.get_logger("adapters.framework")
 
@@ -153,7 +162,7 @@ class Framework:
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         #: Every plugin of the profile by name (each once, whatever points it serves).
         self.plugins: dict[str, Plugin] = {}
-        self.points: dict[str, list[Plugin]] = {point: [] for point in EXTENSION_POINTS}
+        self.points: dict[str, list[Plugin]] = {point: [] for point in POINT_NAMES}
         self.score_weights: dict[str, int] = {}
         self.log = log.bind(profile=profile_name)
         #: Timing hook (`wasm-scheduler bench`): None costs one attribute test per call.

@@ -18,7 +18,6 @@ from typing import cast
 
 from wasm_scheduler.actors.handle import FrameworkHandle
 from wasm_scheduler.adapters.framework.config import (
-    CONFIG_POINTS,
     PluginArgs,
     PluginRef,
     ProfileConfig,
@@ -29,6 +28,7 @@ from wasm_scheduler.adapters.framework.framework import Framework
 from wasm_scheduler.adapters.framework.handle import SchedulerHandle
 from wasm_scheduler.adapters.framework.plugins import IN_TREE, UPSTREAM_ONLY, Plugin, PluginContext, PluginFactory
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.framework_api import CONFIG_POINTS
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig, PluginConfigError
 from wasm_scheduler.registry.errors import GuestLoadError

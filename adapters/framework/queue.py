@@ -17,8 +17,8 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from wasm_scheduler.actors.abi import ActionType, ClusterEvent, Resource
 from wasm_scheduler.adapters.framework.pods import PodInfo
+from wasm_scheduler.framework_api import ActionType, ClusterEvent, Resource
 
 #: What kube-scheduler calls AssignedPodDelete.
 ASSIGNED_POD_DELETE = ClusterEvent(Resource.POD, ActionType.DELETE)

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from wasm_scheduler.actors.abi import SUCCESS, ClusterEvent, Code, Status
 from wasm_scheduler.adapters.framework.cluster import Cluster
 from wasm_scheduler.adapters.framework.config import SchedulerConfig
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
@@ -38,6 +37,7 @@ from wasm_scheduler.adapters.framework.queue import ASSIGNED_POD_DELETE, QueuedP
 from wasm_scheduler.adapters.framework.results import CycleTrace, PodOutcome, PodStatus, Preemption, SimulationReport
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo, SnapshotView
 from wasm_scheduler.adapters.framework.waiting_pods import WaitingPod
+from wasm_scheduler.framework_api import SUCCESS, ClusterEvent, Code, Status
 from wasm_scheduler.registry.compiler import GuestCompiler
 
 log = structlog.get_logger("adapters.framework.scheduler")

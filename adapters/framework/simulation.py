@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 
 import wasm_scheduler.examples
-from wasm_scheduler.actors.kube_codec import KubeCodecError, encode_node, encode_pod
+from wasm_scheduler.actors.kube.codec import KubeCodecError, encode_node, encode_pod
 from wasm_scheduler.adapters.framework.cluster import Cluster, LoadProgress, load_cluster
 from wasm_scheduler.adapters.framework.config import SchedulerConfig, load_config
 from wasm_scheduler.adapters.framework.errors import UserError

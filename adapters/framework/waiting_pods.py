@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from wasm_scheduler.actors.abi import Code, Status
 from wasm_scheduler.adapters.framework.pods import KubeObject, pod_key, pod_uid
+from wasm_scheduler.framework_api import Code, Status
 
 #: kube-scheduler caps a Permit plugin's wait at 15 minutes.
 MAX_PERMIT_TIMEOUT_S = 15 * 60.0

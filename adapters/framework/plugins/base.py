@@ -17,8 +17,14 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from wasm_scheduler.actors.abi import (
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.errors import UserError
+from wasm_scheduler.adapters.framework.pods import KubeObject
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.framework_api import (
     DEFAULT_CLUSTER_EVENTS,
+    MAX_NODE_SCORE,
+    POINT_NAMES,
     SUCCESS,
     ClusterEvent,
     Code,
@@ -31,10 +37,6 @@ from wasm_scheduler.actors.abi import (
     Status,
     node_scores,
 )
-from wasm_scheduler.adapters.framework.cycle_state import CycleState
-from wasm_scheduler.adapters.framework.errors import UserError
-from wasm_scheduler.adapters.framework.pods import KubeObject
-from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 
 if TYPE_CHECKING:
     from wasm_scheduler.adapters.framework.framework import Framework
@@ -42,13 +44,7 @@ if TYPE_CHECKING:
     from wasm_scheduler.adapters.framework.queue import QueuedPod
 
 #: Every extension point, in kube-scheduler's order.
-EXTENSION_POINTS: tuple[str, ...] = (
-    "queue_sort", "pre_filter", "filter", "pre_filter_extensions", "post_filter", "pre_score", "score",
-    "normalize_score", "reserve", "unreserve", "permit", "pre_bind", "bind", "post_bind", "enqueue_extensions",
-)
-
-MAX_NODE_SCORE = 100
-MIN_NODE_SCORE = 0
+EXTENSION_POINTS: tuple[str, ...] = POINT_NAMES
 
 
 class Plugin(Protocol):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from wasm_scheduler.actors.abi import SUCCESS, Code, Status
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.plugins.base import NativePlugin
 from wasm_scheduler.adapters.framework.pods import KubeObject, pod_uid
+from wasm_scheduler.framework_api import SUCCESS, Code, Status
 
 
 class DefaultBinder(NativePlugin):

@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from wasm_scheduler.actors.abi import SUCCESS, Code, NominatingMode, PostFilterResult, Status
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.framework import Diagnosis
 from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, PluginContext
 from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, more_important
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.framework_api import SUCCESS, Code, NominatingMode, PostFilterResult, Status
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"

@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wasm_scheduler.actors.abi import (
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, default_normalize
+from wasm_scheduler.adapters.framework.plugins.matching import labels_match, node_selector_matches, term_matches
+from wasm_scheduler.adapters.framework.pods import KubeObject
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.framework_api import (
     SUCCESS,
     ActionType,
     ClusterEvent,
@@ -24,11 +29,6 @@ from wasm_scheduler.actors.abi import (
     ScoreResult,
     Status,
 )
-from wasm_scheduler.adapters.framework.cycle_state import CycleState
-from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, default_normalize
-from wasm_scheduler.adapters.framework.plugins.matching import labels_match, node_selector_matches, term_matches
-from wasm_scheduler.adapters.framework.pods import KubeObject
-from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 
 REASON = "node(s) didn't match Pod's node affinity/selector"
 REASON_CONFLICT = "pod affinity terms conflict"

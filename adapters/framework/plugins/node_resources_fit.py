@@ -13,7 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from wasm_scheduler.actors.abi import (
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.framework import REASON_SEPARATOR
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, PluginContext
+from wasm_scheduler.adapters.framework.pods import KubeObject
+from wasm_scheduler.adapters.framework.resources import CPU, MEMORY, PodRequests, QuantityError, Resources, pod_requests
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.framework_api import (
+    MAX_NODE_SCORE,
     SUCCESS,
     ActionType,
     ClusterEvent,
@@ -23,12 +30,6 @@ from wasm_scheduler.actors.abi import (
     ScoreResult,
     Status,
 )
-from wasm_scheduler.adapters.framework.cycle_state import CycleState
-from wasm_scheduler.adapters.framework.framework import REASON_SEPARATOR
-from wasm_scheduler.adapters.framework.plugins.base import MAX_NODE_SCORE, NativePlugin, PluginContext
-from wasm_scheduler.adapters.framework.pods import KubeObject
-from wasm_scheduler.adapters.framework.resources import CPU, MEMORY, PodRequests, QuantityError, Resources, pod_requests
-from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 
 _STATE_KEY = "PreFilterNodeResourcesFit"
 #: The default scoring resources, which `NodeResourcesFit.score_nodes` has a short way for.

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from wasm_scheduler.actors.abi import SUCCESS, ActionType, ClusterEvent, Code, Resource, Status
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.plugins.base import NativePlugin
 from wasm_scheduler.adapters.framework.plugins.matching import pod_tolerations, tolerates
 from wasm_scheduler.adapters.framework.pods import KubeObject
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.framework_api import SUCCESS, ActionType, ClusterEvent, Code, Resource, Status
 
 REASON = "node(s) were unschedulable"
 TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}

@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wasm_scheduler.actors.abi import (
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, default_normalize
+from wasm_scheduler.adapters.framework.plugins.matching import first_untolerated, pod_tolerations, tolerates
+from wasm_scheduler.adapters.framework.pods import KubeObject
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.framework_api import (
     SUCCESS,
     ActionType,
     ClusterEvent,
@@ -23,11 +28,6 @@ from wasm_scheduler.actors.abi import (
     ScoreResult,
     Status,
 )
-from wasm_scheduler.adapters.framework.cycle_state import CycleState
-from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, default_normalize
-from wasm_scheduler.adapters.framework.plugins.matching import first_untolerated, pod_tolerations, tolerates
-from wasm_scheduler.adapters.framework.pods import KubeObject
-from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 
 _STATE_KEY = "PreScoreTaintToleration"
 _FILTER_EFFECTS = ("NoSchedule", "NoExecute")

@@ -1,11 +1,11 @@
-"""Kubernetes objects between the host's dict shape and the protobuf wire a guest reads.
+"""Kubernetes objects from the host's dict shape to the protobuf wire a guest reads.
 
-This module owns the conversion of v1.Pod, v1.Node and v1.NodeList between the JSON/YAML
+This module owns the encoding of v1.Pod, v1.Node and v1.NodeList from the JSON/YAML
 shape ``kubectl get -o yaml`` prints (the dicts the host keeps: camelCase keys, RFC 3339
-times, quantities as text) and the plain protobuf encoding of the ``k8s.io.api.core.v1``
+times, quantities as text) to the plain protobuf encoding of the ``k8s.io.api.core.v1``
 messages (no ``k8s\\0`` envelope, no TypeMeta). The messages themselves are defined by
-``actors.kube_schema``. It lives in ``actors/`` because its one user is the guest's host
-functions, which hand these bytes to the guest (and decode what a guest hands back).
+``actors.kube.schema``. Its one user is the guest's host functions, which hand these
+bytes to the guest; the host never decodes them.
 
 JSON conventions, as Kubernetes' own JSON marshalling has them:
 
@@ -25,25 +25,24 @@ JSON conventions, as Kubernetes' own JSON marshalling has them:
   the ``LocalObjectReference`` in selectors, ``EphemeralContainer``'s common part) are
   flattened into their parent object, as in Kubernetes' JSON.
 * ``apiVersion``/``kind`` are not part of the messages: encoding ignores ``apiVersion``
-  (and checks ``kind`` when present); decoding leaves both out.
+  (and checks ``kind`` when present).
 
-Decoding gives back that shape. Protobuf keeps presence, so explicit zeros, ``false`` and
-empty objects survive a round trip; empty lists and maps, and nulls, come back absent. An
-empty ``Time`` message (how Go writes a null time) also decodes as absent.
+Protobuf keeps presence, so explicit zeros, ``false`` and empty objects are written;
+empty lists and maps, and nulls, are not.
 
 Unknown keys (not in the schema) are ignored: their dotted paths are appended to the
 optional ``unknown_fields`` list the encoders take, and logged at debug level through
 structlog. A value of the wrong type raises `KubeCodecError` (a ``ValueError``) whose
 message starts with the dotted JSON path, e.g.
 ``spec.containers[0].resources.limits.cpu: expected a quantity, got dict``. No other
-exception escapes ``encode_*``/``decode_*``.
+exception escapes ``encode_*``.
 
 Encoding is deterministic (map entries sorted by key, as Go's generated marshallers do),
 so the bytes of an object version can be cached and compared.
 
-Speed: every message type gets its tables at import (JSON key -> field encoder, field
-number -> JSON key and decoder), so a call only walks the data; ``json_format`` and
-per-call descriptor introspection are not used. All module state is those read-only
+Speed: every message type gets its table at import (JSON key -> field encoder), so a
+call only walks the data; ``json_format`` and per-call descriptor introspection are not
+used. All module state is those read-only
 tables. A `PodPartCache` (one per caller that wants it; the plugin's wire cache holds
 one) lets pods that share their spec or status share those fields' bytes too.
 """
@@ -64,14 +63,11 @@ from typing import Any, Final
 import structlog
 from google.protobuf.message import Message
 
-from wasm_scheduler.actors import kube_schema as ks
+from wasm_scheduler.actors.kube import schema as ks
 
 __all__ = [
     "KubeCodecError",
     "PodPartCache",
-    "decode_node",
-    "decode_node_list",
-    "decode_pod",
     "encode_node",
     "encode_node_list",
     "encode_pod",
@@ -81,7 +77,7 @@ log = structlog.get_logger(__name__)
 
 
 class KubeCodecError(ValueError):
-    """A Kubernetes object could not be encoded or decoded; the message names the path."""
+    """A Kubernetes object could not be converted; the message names the path."""
 
 
 # ======================================================================================
@@ -268,110 +264,21 @@ _to_int32: Final = _SCALAR_CONVERTERS[ks.INT32]
 
 
 # ======================================================================================
-# Protobuf value -> JSON value
-# ======================================================================================
-
-
-class _DecodeFailure(Exception):
-    """Raised inside decoding; collects the path segments (innermost first) on its way out."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.segments: list[Any] = []
-
-
-def _from_str(value: Any) -> str:
-    # proto2 strings are not UTF-8 checked on parse: upb hands out bytes for bad ones.
-    if type(value) is str:
-        return value
-    raise _DecodeFailure("string field is not valid UTF-8")
-
-
-def _from_str_list(values: Any) -> list[str]:
-    out = list(values)
-    for item in out:
-        if type(item) is not str:
-            raise _DecodeFailure("string field is not valid UTF-8")
-    return out
-
-
-def _from_bytes(value: bytes) -> str:
-    return base64.b64encode(value).decode("ascii")
-
-
-def _format_time(seconds: int) -> str:
-    days, rest = divmod(seconds, 86400)
-    try:
-        date = _dt.date.fromordinal(days + _EPOCH_ORDINAL)
-    except (ValueError, OverflowError):
-        raise _DecodeFailure(f"time {seconds}s since the epoch is out of range") from None
-    hour, rest = divmod(rest, 3600)
-    minute, second = divmod(rest, 60)
-    return f"{date.year:04d}-{date.month:02d}-{date.day:02d}T{hour:02d}:{minute:02d}:{second:02d}"
-
-
-# A decoder's way to say "leave this key out": Go writes a null Time (or FieldsV1) as
-# an empty message, and reads an empty message back as null.
-_OMIT: Final = object()
-
-
-def _from_time(value: Message) -> Any:
-    if not value.ListFields():
-        return _OMIT
-    return _format_time(value.seconds) + "Z"
-
-
-def _from_micro_time(value: Message) -> Any:
-    if not value.ListFields():
-        return _OMIT
-    seconds, nanos = value.seconds, value.nanos
-    seconds += nanos // 1_000_000_000
-    nanos %= 1_000_000_000
-    return f"{_format_time(seconds)}.{nanos // 1000:06d}Z"
-
-
-def _from_quantity(value: Message) -> str:
-    return _from_str(value.string)
-
-
-def _from_int_or_string(value: Message) -> int | str:
-    kind = value.type
-    if kind == 0:
-        return int(value.intVal)
-    if kind == 1:
-        return _from_str(value.strVal)
-    raise _DecodeFailure(f"IntOrString type {kind} is neither 0 (int) nor 1 (string)")
-
-
-def _from_fields_v1(value: Message) -> Any:
-    raw = value.Raw
-    if not raw:
-        return _OMIT
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise _DecodeFailure("FieldsV1 does not hold JSON") from None
-
-
-# ======================================================================================
 # Per-message tables, built once at import
 # ======================================================================================
 
 _Encoder = Callable[[Message, Any, _Path, list[str]], None]
-_Decoder = Callable[[Any], Any] | None  # None: the protobuf value is already JSON
 
 
 class _Spec:
-    """The codec's view of one message type: JSON key -> encoder, number -> decoder."""
+    """The codec's view of one message type: JSON key -> encoder."""
 
-    __slots__ = ("name", "cls", "enc", "dec")
+    __slots__ = ("name", "cls", "enc")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.cls: type[Message] = ks.message_class(name)
         self.enc: dict[str, _Encoder] = {}
-        self.dec: dict[int, tuple[str, _Decoder, bool]] = {}
 
 
 def _encode_into(
@@ -395,34 +302,6 @@ def _encode_into(
             raise
         except Exception as exc:  # protobuf's own checks, surrogates, JSON dumping, ...
             raise KubeCodecError(f"{_fmt_path((path, key))}: {exc}") from exc
-
-
-def _decode_message(msg: Message, table: Mapping[int, tuple[str, _Decoder, bool]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for fd, value in msg.ListFields():
-        entry = table.get(fd.number)
-        if entry is None:
-            continue
-        name, decode, inline = entry
-        if decode is not None:
-            try:
-                value = decode(value)
-            except _DecodeFailure as failure:
-                if not inline:
-                    failure.segments.append(name)
-                raise
-            except Exception as exc:
-                wrapped = _DecodeFailure(f"{type(exc).__name__}: {exc}")
-                if not inline:
-                    wrapped.segments.append(name)
-                raise wrapped from exc
-            if value is _OMIT:
-                continue
-        if inline:
-            out.update(value)
-        else:
-            out[name] = value
-    return out
 
 
 def _scalar_encoder(name: str, convert: _Conv) -> _Encoder:
@@ -559,85 +438,31 @@ _SPECIAL_ENCODERS: Final[Mapping[str, Callable[[str], _Encoder]]] = {
     ks.INT_OR_STRING: _int_or_string_encoder,
     ks.FIELDS_V1: _fields_v1_encoder,
 }
-_SPECIAL_DECODERS: Final[Mapping[str, Callable[[Any], Any]]] = {
-    ks.QUANTITY: _from_quantity,
-    ks.TIME: _from_time,
-    ks.MICRO_TIME: _from_micro_time,
-    ks.INT_OR_STRING: _from_int_or_string,
-    ks.FIELDS_V1: _from_fields_v1,
-}
-
-
-def _message_decoder(table: Mapping[int, tuple[str, _Decoder, bool]]) -> Callable[[Any], Any]:
-    def decode(value: Message) -> dict[str, Any]:
-        return _decode_message(value, table)
-
-    return decode
-
-
-def _repeated_message_decoder(
-    table: Mapping[int, tuple[str, _Decoder, bool]],
-) -> Callable[[Any], Any]:
-    def decode(values: Any) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        try:
-            for value in values:
-                out.append(_decode_message(value, table))
-        except _DecodeFailure as failure:
-            failure.segments.append(len(out))
-            raise
-        return out
-
-    return decode
-
-
-def _string_map_decoder(values: Any) -> dict[str, str]:
-    out = dict(values)
-    for key, value in out.items():
-        if type(key) is not str or type(value) is not str:
-            raise _DecodeFailure("map entry is not valid UTF-8")
-    return out
-
-
-def _quantity_map_decoder(values: Any) -> dict[str, str]:
-    out = {}
-    for key, value in values.items():
-        if type(key) is not str:
-            raise _DecodeFailure("map key is not valid UTF-8")
-        out[key] = _from_quantity(value)
-    return out
-
-
-def _field_codec(field: ks.Field, specs: Mapping[str, _Spec]) -> tuple[_Encoder, _Decoder]:
-    """The encoder and decoder of one (non-embedded) field."""
+def _field_encoder(field: ks.Field, specs: Mapping[str, _Spec]) -> _Encoder:
+    """The encoder of one (non-embedded) field."""
     name, ftype, label, type_name = field.name, field.type, field.label, field.type_name
     if ftype != ks.MESSAGE:
         convert = _SCALAR_CONVERTERS[ftype]
         if label == ks.MAP:
             if ftype != ks.STRING:
                 raise AssertionError(f"{name}: only map<string, string> scalar maps")
-            return _string_map_encoder(name, convert), _string_map_decoder
+            return _string_map_encoder(name, convert)
         if label == ks.REPEATED:
-            if ftype == ks.STRING:
-                return _repeated_scalar_encoder(name, convert), _from_str_list
-            if ftype == ks.BYTES:
-                return _repeated_scalar_encoder(name, convert), (lambda values: [_from_bytes(v) for v in values])
-            return _repeated_scalar_encoder(name, convert), list
-        decoder = {ks.STRING: _from_str, ks.BYTES: _from_bytes}.get(ftype)
-        return _scalar_encoder(name, convert), decoder
+            return _repeated_scalar_encoder(name, convert)
+        return _scalar_encoder(name, convert)
     assert type_name is not None
     if type_name in _SPECIAL_ENCODERS:
         if label == ks.MAP and type_name == ks.QUANTITY:
-            return _quantity_map_encoder(name), _quantity_map_decoder
+            return _quantity_map_encoder(name)
         if label != ks.OPTIONAL:
             raise AssertionError(f"{name}: {type_name} only as a singular field or quantity map")
-        return _SPECIAL_ENCODERS[type_name](name), _SPECIAL_DECODERS[type_name]
+        return _SPECIAL_ENCODERS[type_name](name)
     if label == ks.MAP:
         raise AssertionError(f"{name}: maps of {type_name} are not supported")
     sub = specs[type_name]
     if label == ks.REPEATED:
-        return _repeated_message_encoder(name, sub.enc), _repeated_message_decoder(sub.dec)
-    return _message_encoder(name, sub.enc), _message_decoder(sub.dec)
+        return _repeated_message_encoder(name, sub.enc)
+    return _message_encoder(name, sub.enc)
 
 
 def _build_specs() -> Mapping[str, _Spec]:
@@ -657,13 +482,10 @@ def _build_specs() -> Mapping[str, _Spec]:
                     if key in spec.enc:
                         raise AssertionError(f"{spec.name}: embedded key {key!r} collides")
                     spec.enc[key] = _embedded_encoder(field.name, encoder)
-                spec.dec[field.number] = (field.name, _message_decoder(inner.dec), True)
                 continue
             if field.name in spec.enc:
                 raise AssertionError(f"{spec.name}: key {field.name!r} collides")
-            encoder, decoder = _field_codec(field, specs)
-            spec.enc[field.name] = encoder
-            spec.dec[field.number] = (field.name, decoder, False)
+            spec.enc[field.name] = _field_encoder(field, specs)
 
     for spec in specs.values():
         fill(spec)
@@ -850,41 +672,3 @@ def encode_node_list(nodes: Sequence[Mapping[str, Any]], *, unknown_fields: list
         _encode_object(items.add(), node, _NODE_TOP, (root, i), unknown)
     return _finish(msg, "NodeList", unknown, unknown_fields)
 
-
-def _parse(spec: _Spec, data: Any) -> Message:
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise _expected(None, "bytes", data)
-    msg = spec.cls()
-    try:
-        msg.ParseFromString(bytes(data))
-    except Exception as exc:  # DecodeError and friends
-        kind = spec.name.rsplit(".", 1)[-1]
-        raise KubeCodecError(f"<root>: not a valid {kind} message: {exc}") from exc
-    return msg
-
-
-def _decode(msg: Message, spec: _Spec) -> dict[str, Any]:
-    try:
-        return _decode_message(msg, spec.dec)
-    except _DecodeFailure as failure:
-        where = _format_segments(failure.segments[::-1])
-        raise KubeCodecError(f"{where}: {failure.reason}") from failure
-    except RecursionError as exc:  # not reachable with this schema; kept for the contract
-        raise KubeCodecError(f"<root>: {exc}") from exc
-
-
-def decode_pod(data: bytes) -> dict[str, Any]:
-    """Protobuf bytes of a ``v1.Pod`` back to the kubectl JSON shape (no apiVersion/kind)."""
-    return _decode(_parse(_POD, data), _POD)
-
-
-def decode_node(data: bytes) -> dict[str, Any]:
-    """Protobuf bytes of a ``v1.Node`` back to the kubectl JSON shape (no apiVersion/kind)."""
-    return _decode(_parse(_NODE, data), _NODE)
-
-
-def decode_node_list(data: bytes) -> list[dict[str, Any]]:
-    """The items of a protobuf ``v1.NodeList``, each in the kubectl JSON shape."""
-    decoded = _decode(_parse(_NODE_LIST, data), _NODE_LIST)
-    items: list[dict[str, Any]] = decoded.get("items", [])
-    return items

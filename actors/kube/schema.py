@@ -11,8 +11,8 @@ become ``FileDescriptorProto``s, registered in a private ``DescriptorPool`` (nev
 global default pool, so nothing else in the process can collide with it), and message
 classes come from ``message_factory.GetMessageClass``.
 
-It lives in ``actors/`` because its one user is ``actors.kube_codec``, which the guest's
-host functions call to hand these bytes to the guest. The JSON side (how a kubectl-shaped
+Its one user is the codec (``actors.kube.codec``), which the guest's host functions
+call to hand these bytes to the guest. The JSON side (how a kubectl-shaped
 dict maps onto these messages) is the codec's business; the one JSON fact kept here is
 which fields are Go *embedded* structs (``LABEL EMBED`` below): go-to-protobuf gives them
 a field of their own, while JSON flattens their fields into the parent object.
@@ -28,7 +28,6 @@ from types import MappingProxyType
 from typing import Final, NamedTuple
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 
 CORE_V1: Final = "k8s.io.api.core.v1"
@@ -1053,7 +1052,7 @@ def _check_table(package: str, table: Mapping[str, list[_Row]]) -> None:
 
 
 def build_file_descriptor_protos() -> tuple[descriptor_pb2.FileDescriptorProto, ...]:
-    """The four ``FileDescriptorProto``s, freshly built from the tables (for tools and tests)."""
+    """The four ``FileDescriptorProto``s, freshly built from the tables."""
     files = []
     for file_name, package, deps, table in _FILES:
         _check_table(package, table)
@@ -1136,7 +1135,3 @@ def message_class(full_name: str) -> type[Message]:
     except KeyError:
         raise KeyError(f"no message {full_name!r} in the kube schema") from None
 
-
-def descriptor(full_name: str) -> Descriptor:
-    """The message descriptor for a full name, from the private pool."""
-    return _POOL.FindMessageTypeByName(full_name)

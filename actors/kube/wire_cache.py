@@ -5,7 +5,7 @@ This module owns the rule "a node is encoded once per version, a pod once per cy
 snapshot replaces a node's dict when the node changes; it never edits one in place)
 and assembles a `v1.NodeList` from the cached items without re-encoding them. A pod's
 spec and status, which the pods of one template share, are encoded once for all of
-them (`kube_codec.PodPartCache`); only the metadata is encoded for every pod. One
+them (`codec.PodPartCache`); only the metadata is encoded for every pod. One
 cache serves all instances of a plugin, from their own threads: entries are
 immutable tuples swapped in whole, so a race costs at most a duplicate encoding.
 """
@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wasm_scheduler.actors.kube_codec import PodPartCache, encode_node, encode_pod
+from wasm_scheduler.actors.kube.codec import PodPartCache, encode_node, encode_pod
 
 _NODELIST_ITEMS_TAG = b"\x12"  # NodeList.items = 2, length-delimited
 
