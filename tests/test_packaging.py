@@ -131,7 +131,8 @@ def test_every_public_name_resolves_on_first_use() -> None:
         "except AttributeError as exc:\n"
         "    missing = str(exc)\n"
         "print(json.dumps({'resolved': resolved, 'wasmtime': 'wasmtime' in sys.modules, 'missing': missing,\n"
-        "    'same': wasm_scheduler.Status is framework_api.Status and wasm_scheduler.simulate is simulation.simulate}))\n"
+        "    'same': wasm_scheduler.Status is framework_api.Status\n"
+        "            and wasm_scheduler.simulate is simulation.simulate}))\n"
     )
     assert result["resolved"] == {
         "Code": "wasm_scheduler.framework_api",
