@@ -40,7 +40,7 @@ import contextlib
 import secrets
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pykka
 import structlog
@@ -94,6 +94,9 @@ from wasm_scheduler.framework_api import (
 from wasm_scheduler.registry.compiler import CompiledGuest, GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError
+
+if TYPE_CHECKING:  # the framework package imports this module
+    from wasm_scheduler.adapters.framework.cycle_state import CycleState
 
 log = structlog.get_logger("adapters.wasm_plugin")
 
@@ -229,11 +232,12 @@ class WasmPlugin:
 
     # --- plumbing ----------------------------------------------------------------------
 
-    def _handle(self, state: Any) -> FrameworkHandle:
+    def _handle(self, state: CycleState | None) -> FrameworkHandle:
         """The handle of this call: one the cycle state carries (the extender's, per request),
         else the plugin's own."""
-        handle = getattr(state, "handle", None)
-        return handle if handle is not None else self.handle
+        if state is None or state.handle is None:
+            return self.handle
+        return state.handle
 
     def _error(self, reason: str) -> Status:
         return Status(Code.ERROR, reason, self.name)
@@ -364,7 +368,7 @@ class WasmPlugin:
 
     # --- scheduling cycle --------------------------------------------------------------
 
-    def pre_filter(self, state: Any, pod: KubeObject) -> PreFilterResult:
+    def pre_filter(self, state: CycleState | None, pod: KubeObject) -> PreFilterResult:
         if not self._exports("prefilter"):
             uid, name = pod_key(pod)
             answer, _ = self._begin(uid, name)
@@ -372,7 +376,8 @@ class WasmPlugin:
         result = self._run(BeginCycle, "prefilter", (pod, self._handle(state)), pod, "scheduling")
         return PreFilterResult(result) if isinstance(result, Status) else result
 
-    def filter_nodes(self, state: Any, pod: KubeObject, nodes: Sequence[Named | str]) -> dict[str, Status]:
+    def filter_nodes(self, state: CycleState | None, pod: KubeObject,
+                     nodes: Sequence[Named | str]) -> dict[str, Status]:
         names = _names(nodes)
         result = self._run(Route, "filter", (pod, names, self._handle(state)), pod, "scheduling")
         if isinstance(result, Status):
@@ -380,24 +385,27 @@ class WasmPlugin:
         assert isinstance(result, FilterResult)
         return result.as_dict()
 
-    def add_pod(self, state: Any, pod: KubeObject, pod_to_add: KubeObject, node: Named | str) -> Status:
+    def add_pod(self, state: CycleState | None, pod: KubeObject, pod_to_add: KubeObject,
+                node: Named | str) -> Status:
         node_name = node if isinstance(node, str) else node.name
         args = (pod, pod_to_add, node_name, self._handle(state))
         result: Status = self._run(Route, "addpod", args, pod, "scheduling")
         return result
 
-    def remove_pod(self, state: Any, pod: KubeObject, pod_to_remove: KubeObject, node: Named | str) -> Status:
+    def remove_pod(self, state: CycleState | None, pod: KubeObject, pod_to_remove: KubeObject,
+                   node: Named | str) -> Status:
         node_name = node if isinstance(node, str) else node.name
         result: Status = self._run(Route, "removepod", (pod, pod_to_remove, node_name, self._handle(state)), pod,
                                    "scheduling")
         return result
 
-    def post_filter(self, state: Any, pod: KubeObject, statuses: Mapping[str, Status]) -> PostFilterResult:
+    def post_filter(self, state: CycleState | None, pod: KubeObject,
+                    statuses: Mapping[str, Status]) -> PostFilterResult:
         codes = {name: int(status.code) for name, status in statuses.items()}
         result = self._run(Route, "postfilter", (pod, codes, self._handle(state)), pod, "scheduling")
         return PostFilterResult(result) if isinstance(result, Status) else result
 
-    def pre_score(self, state: Any, pod: KubeObject, nodes: Sequence[Named | str]) -> Status:
+    def pre_score(self, state: CycleState | None, pod: KubeObject, nodes: Sequence[Named | str]) -> Status:
         """PreScore, and Score over the same nodes in the same message (a guest exporting
         prescore also exports score): Score then answers from what this call brought."""
         if not self._exports("prescore"):
@@ -411,26 +419,27 @@ class WasmPlugin:
             self._early_scores[pod_key(pod)[0]] = (nodes, names, result.score)
         return result.prescore
 
-    def score_nodes(self, state: Any, pod: KubeObject, nodes: Sequence[Named | str]) -> ScoreResult:
+    def score_nodes(self, state: CycleState | None, pod: KubeObject, nodes: Sequence[Named | str]) -> ScoreResult:
         early = self._early_scores.pop(pod_key(pod)[0], None)
         if early is not None and (early[0] is nodes or early[1] == _names(nodes)):
             return early[2]
         result = self._run(Route, "score", (pod, _names(nodes), self._handle(state)), pod, "scheduling")
         return ScoreResult(result) if isinstance(result, Status) else result
 
-    def normalize_score(self, state: Any, pod: KubeObject, scores: Sequence[NodeScore]) -> NormalizeScoreResult:
+    def normalize_score(self, state: CycleState | None, pod: KubeObject,
+                        scores: Sequence[NodeScore]) -> NormalizeScoreResult:
         if not self._exports("normalizescore"):
             return NormalizeScoreResult(self._success, tuple(scores))
         result = self._run(Route, "normalizescore", (pod, tuple(scores), self._handle(state)), pod, "scheduling")
         return NormalizeScoreResult(result) if isinstance(result, Status) else result
 
-    def reserve(self, state: Any, pod: KubeObject, node_name: str) -> Status:
+    def reserve(self, state: CycleState | None, pod: KubeObject, node_name: str) -> Status:
         if not self._exports("reserve"):
             return self._success
         result: Status = self._run(Route, "reserve", (pod, node_name, self._handle(state)), pod, "scheduling")
         return result
 
-    def permit(self, state: Any, pod: KubeObject, node_name: str) -> PermitResult:
+    def permit(self, state: CycleState | None, pod: KubeObject, node_name: str) -> PermitResult:
         if self._exports("permit"):
             result = self._run(Route, "permit", (pod, node_name, self._handle(state)), pod, "scheduling")
         else:
@@ -441,7 +450,7 @@ class WasmPlugin:
 
     # --- binding cycle (or the end of a failed scheduling cycle) ------------------------
 
-    def unreserve(self, state: Any, pod: KubeObject, node_name: str) -> None:
+    def unreserve(self, state: CycleState | None, pod: KubeObject, node_name: str) -> None:
         """Runs on the pod's own actor, wherever it is, then returns that actor to the pool."""
         status = self._success
         if self._exports("unreserve"):
@@ -451,15 +460,15 @@ class WasmPlugin:
         if not status.ok:
             self.log.warning("cycle.unreserve_failed", pod=name, pod_uid=uid, reason=status.reason)
 
-    def pre_bind(self, state: Any, pod: KubeObject, node_name: str) -> Status:
+    def pre_bind(self, state: CycleState | None, pod: KubeObject, node_name: str) -> Status:
         result: Status = self._run(Route, "prebind", (pod, node_name, self._handle(state)), pod, "binding")
         return result
 
-    def bind(self, state: Any, pod: KubeObject, node_name: str) -> Status:
+    def bind(self, state: CycleState | None, pod: KubeObject, node_name: str) -> Status:
         result: Status = self._run(Route, "bind", (pod, node_name, self._handle(state)), pod, "binding")
         return result
 
-    def post_bind(self, state: Any, pod: KubeObject, node_name: str) -> None:
+    def post_bind(self, state: CycleState | None, pod: KubeObject, node_name: str) -> None:
         """The last call of a successful binding cycle: the pod's actor returns to the pool."""
         uid, name = pod_key(pod)
         status = self._success

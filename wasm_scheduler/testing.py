@@ -273,13 +273,6 @@ class CycleResult:
                 f"scores={dict(self.scores)!r}, failures=[{failed}])")
 
 
-@dataclass
-class _State:
-    """The cycle state handed to the plugin: it carries the handle the guest reads."""
-
-    handle: FrameworkHandle
-
-
 def _is_skip(status: Status) -> bool:
     from wasm_scheduler.framework_api import Code
 
@@ -302,7 +295,9 @@ def run_cycle(
     set). A failure after Reserve runs Unreserve and ends the cycle; so does a Permit that
     says Wait (nothing here allows a waiting pod, so it ends as its timeout would). As
     kube-scheduler does, a rejection or Skip at PreFilter skips Filter, a Skip at PreScore
-    skips Score, and an Error at any point ends the cycle. Unlike kube-scheduler, which
+    skips Score, and an Error at any point ends the cycle (a pod whose cycle ends before
+    Reserve keeps its instance until the next pod's PreFilter takes it over, as under
+    kube-scheduler). Unlike kube-scheduler, which
     does not score when only one node passes Filter, this scores even one node, so a test
     of Score needs only one.
 
@@ -310,13 +305,14 @@ def run_cycle(
     `handle` (by default a `NodesHandle` of `nodes`). Nothing here raises for what the
     guest answers: every status is in the result.
     """
+    from wasm_scheduler.adapters.framework.cycle_state import CycleState
     from wasm_scheduler.adapters.wasm_plugin import pod_key
     from wasm_scheduler.framework_api import Code, NodeScore, Status
 
     node_objs = [node(n) if isinstance(n, str) else n for n in nodes]
     names = tuple(_name_of(n) for n in node_objs)
     served = handle if handle is not None else NodesHandle(node_objs)
-    state = _State(served)
+    state = CycleState(served)  # it carries the handle the guest reads
     record: dict[str, Any] = {"pod": pod_key(pod)[1], "nodes": names}
 
     def done(**more: Any) -> CycleResult:
@@ -327,7 +323,6 @@ def run_cycle(
     pre = plugin.pre_filter(state, pod)
     record.update(pre_filter=pre.status, node_subset=pre.node_names)
     if pre.status.code == Code.ERROR:
-        plugin.release(pod, "error")
         return done()
     candidates = [n for n in names if pre.node_names is None or n in pre.node_names]
     rejected: dict[str, Status] = {}
@@ -340,7 +335,6 @@ def run_cycle(
         statuses = plugin.filter_nodes(state, pod, candidates)
         record["filter"] = statuses
         if any(status.code == Code.ERROR for status in statuses.values()):
-            plugin.release(pod, "error")
             return done()
         feasible = [n for n in candidates if statuses[n].ok]
         rejected = {n: s for n, s in statuses.items() if not s.ok}
@@ -351,7 +345,6 @@ def run_cycle(
         if plugin.implements("post_filter"):
             post = plugin.post_filter(state, pod, rejected)
             record.update(post_filter=post.status, nominated_node=post.nominated_node_name)
-        plugin.release(pod, "unschedulable")
         return done()
 
     # --- scheduling cycle: which node is best ---
@@ -360,7 +353,6 @@ def run_cycle(
         pre_score = plugin.pre_score(state, pod, feasible)
         record["pre_score"] = pre_score
         if not pre_score.ok and not _is_skip(pre_score):
-            plugin.release(pod, "error")
             return done()
         scoring = pre_score.ok
     else:
@@ -369,7 +361,6 @@ def run_cycle(
         scored = plugin.score_nodes(state, pod, feasible)
         record["score"] = scored.status
         if not scored.status.ok:
-            plugin.release(pod, "error")
             return done()
         scores = {s.name: s.score for s in scored.scores}
         record["raw_scores"] = dict(scores)
@@ -377,7 +368,6 @@ def run_cycle(
         if plugin.implements("normalize_score"):
             record["normalize_score"] = normalized.status
         if not normalized.status.ok:
-            plugin.release(pod, "error")
             return done(scores=scores)
         scores = {s.name: s.score for s in normalized.scores}
     record["scores"] = scores

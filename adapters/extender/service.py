@@ -12,6 +12,13 @@ configured wasm plugins (see `protocol` for the wire shapes and `server` for HTT
 - preempt: for each candidate node, RemovePod of its victims, Filter, then AddPod
   back, all on the preemptor's instance; nodes that still fail are dropped.
 
+Each point runs through a `Framework` of the wasm plugins (`framework_of`), with
+kube-scheduler's rules for it, as in-process: the first PreFilter rejection stops the
+point, a Skip at PreFilter or PreScore skips that plugin's Filter or Score for the rest
+of the pod's cycle (its `CycleState` lives from the filter that began the cycle to
+the bind, each request lending it its own handle), scores outside 0..100 are an
+error, and a failed binding cycle runs every Reserve plugin's Unreserve.
+
 When an instance moves to binding (`docs/extender.md` has kube-scheduler's call order):
 the protocol has no Permit signal, kube-scheduler starts the next pod's filter before
 the previous pod's bind, and it calls prioritize only when more than one node is
@@ -51,15 +58,17 @@ import structlog
 from wasm_scheduler.actors.handle import KubeObject
 from wasm_scheduler.adapters.extender import protocol
 from wasm_scheduler.adapters.extender.binder import Binder, NoBinder
+from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.profile import framework_of
 from wasm_scheduler.adapters.framework.resources import Resources
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo, SnapshotView
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin, pod_key
-from wasm_scheduler.framework_api import Code, NodeScore, Status
+from wasm_scheduler.framework_api import MAX_NODE_SCORE, Code, NodeScore, Status
 
 log = structlog.get_logger("adapters.extender")
 
-#: Highest score a framework plugin gives (framework.MaxNodeScore).
-MAX_NODE_SCORE = 100
+#: The allocatable of a node a request carries (the extender does not count resources).
+_NOT_COUNTED = Resources()
 
 
 @dataclass(frozen=True)
@@ -71,12 +80,14 @@ class WeightedPlugin:
 class RequestHandle:
     """The FrameworkHandle of one request: the nodes it carries (or the cached ones).
 
-    The snapshot view (a NodeInfo a node, for image states) is built only when a guest
-    asks for it: most requests never read a node object, and building one per node was
-    most of a verb's cost on a large cluster."""
+    The snapshot view (by name, for image states) is built only when a guest asks for
+    it: most requests never read a node object. A binding cycle's handle gets node
+    objects only, and makes their NodeInfo only then."""
 
-    def __init__(self, nodes: Sequence[KubeObject], pods_by_uid: Mapping[str, KubeObject]) -> None:
+    def __init__(self, nodes: Sequence[KubeObject], pods_by_uid: Mapping[str, KubeObject],
+                 infos: Sequence[NodeInfo] | None = None) -> None:
         self._nodes = tuple(nodes)
+        self._infos = infos
         self._view: SnapshotView | None = None
         self._pods = pods_by_uid
         self.events: list[Mapping[str, Any]] = []
@@ -84,7 +95,8 @@ class RequestHandle:
     @property
     def view(self) -> SnapshotView:
         if self._view is None:
-            self._view = SnapshotView([NodeInfo(n, Resources()) for n in self._nodes], 0)
+            infos = self._infos if self._infos is not None else _node_infos(self._nodes)
+            self._view = SnapshotView(infos, 0)
         return self._view
 
     def get_node(self, name: str) -> KubeObject | None:
@@ -107,11 +119,8 @@ class RequestHandle:
         return False
 
 
-@dataclass
-class RequestState:
-    """The cycle state the facade reads its handle from."""
-
-    handle: RequestHandle
+def _node_infos(nodes: Sequence[KubeObject]) -> list[NodeInfo]:
+    return [NodeInfo(node, _NOT_COUNTED) for node in nodes]
 
 
 class NodeSource(Protocol):
@@ -155,6 +164,8 @@ class _AwaitingBind:
 
     pod: KubeObject
     deadline: float
+    #: The cycle state of the pod's scheduling cycle (its plugins' Skips), for its binding cycle.
+    state: CycleState
 
 
 class ExtenderService:
@@ -170,6 +181,8 @@ class ExtenderService:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.plugins = list(plugins)
+        #: The points of every plugin, run with kube-scheduler's rules.
+        self.framework = framework_of("extender", [(wp.plugin, wp.weight) for wp in self.plugins])
         self.node_cache: NodeSource = node_cache or NodeCache()
         self.binder: Binder = binder or NoBinder()
         self.expect_bind = expect_bind
@@ -185,8 +198,9 @@ class ExtenderService:
         self._bind_seen = False
         self._said_no_filter = False
         self._scheduling: str = ""  # uid of the pod whose scheduling cycle has the slot now
-        #: That pod (for a bind that comes while its cycle still has the slot).
+        #: That pod (for a bind that comes while its cycle still has the slot), and its cycle state.
         self._scheduling_pod: KubeObject | None = None
+        self._scheduling_state: CycleState | None = None
         #: The latest object of every node a request carried whole (not node-cache-capable):
         #: what a binding cycle's guest reads. One object a node name, however many pods wait.
         self._latest_nodes: dict[str, KubeObject] = {}
@@ -204,28 +218,45 @@ class ExtenderService:
 
     # --- helpers -----------------------------------------------------------------------
 
-    def _nodes_for(self, args: protocol.ExtenderArgs) -> list[KubeObject]:
+    def _nodes_for(self, args: protocol.ExtenderArgs) -> list[NodeInfo]:
+        """The nodes a filter or prioritize names, as the framework takes them (nodes the
+        node cache does not know are left out)."""
         if args.nodes is not None:
             self._latest_nodes.update(zip(args.node_names, args.nodes, strict=True))
-            return args.nodes
+            return _node_infos(args.nodes)
         known = self.node_cache.nodes
         missing = [n for n in args.node_names if n not in known]
         if missing:
             self.node_cache.refresh()
             known = self.node_cache.nodes
-        return [known[n] for n in args.node_names if n in known]
+        return _node_infos([known[n] for n in args.node_names if n in known])
 
     def _bind_nodes(self) -> list[KubeObject]:
         """What a binding cycle's guest reads: the latest object of every known node."""
         return list({**self.node_cache.nodes, **self._latest_nodes}.values())
 
-    def _state(self, nodes: Sequence[KubeObject]) -> RequestState:
-        return RequestState(RequestHandle(nodes, self.node_cache.pods))
+    def _handle(self, infos: Sequence[NodeInfo]) -> RequestHandle:
+        return RequestHandle([info.node for info in infos], self.node_cache.pods, infos)
 
-    def _begin(self, pod: KubeObject, state: RequestState) -> tuple[list[Status], frozenset[str] | None]:
-        """PreFilter on every plugin (a new scheduling cycle): the failures, and the
-        intersection of the node subsets the plugins asked for (None: all nodes)."""
+    def _state(self, pod: KubeObject, handle: RequestHandle) -> CycleState:
+        """The pod's cycle state for this request: the one its cycle began with (what its
+        plugins asked to skip), lent this request's handle; a new one outside a cycle."""
+        uid, _name = pod_key(pod)
+        with self._lock:
+            held = self._awaiting.get(uid)
+            began = held.state if held is not None else (
+                self._scheduling_state if self._scheduling == uid else None)
+        if began is None:
+            return CycleState(handle)
+        state = began.clone()
+        state.handle = handle
+        return state
+
+    def _begin(self, pod: KubeObject, handle: RequestHandle) -> tuple[CycleState, frozenset[str] | None, Status]:
+        """A new scheduling cycle: PreFilter of every plugin (`Framework.run_pre_filter`).
+        (the cycle's state, the nodes PreFilter allows (None: all), its status)."""
         uid, name = pod_key(pod)
+        state = CycleState(handle)
         with self._lock:
             if uid in self._binding:
                 # kube-scheduler gave up on the pod's last bind (its call timed out) and
@@ -239,17 +270,11 @@ class ExtenderService:
             abandoned = self._awaiting.pop(uid, None)
             self._scheduling = uid
             self._scheduling_pod = pod
+            self._scheduling_state = state
         if abandoned is not None:
             self._release(abandoned.pod, "filtered again before bind")
-        failures: list[Status] = []
-        subset: frozenset[str] | None = None
-        for wp in self.plugins:
-            result = wp.plugin.pre_filter(state, pod)
-            if not result.status.ok and result.status.code != Code.SKIP:
-                failures.append(result.status)
-            elif result.node_names is not None:
-                subset = result.node_names if subset is None else subset & result.node_names
-        return failures, subset
+        subset, status = self.framework.run_pre_filter(state, pod)
+        return state, subset, status
 
     def _release(self, pod: KubeObject, why: str) -> None:
         for wp in self.plugins:
@@ -259,60 +284,64 @@ class ExtenderService:
 
     def filter(self, args: protocol.ExtenderArgs) -> dict[str, Any]:
         self._filter_seen = True
-        nodes = self._nodes_for(args)
-        names = [n["metadata"]["name"] for n in nodes]
-        known = set(names)
-        unknown = [n for n in args.node_names if n not in known]
-        state = self._state(nodes)
-        failed: dict[str, str] = {n: "node unknown to the extender's node cache" for n in unknown}
+        infos = self._nodes_for(args)
+        names = [info.name for info in infos]
+        failed: dict[str, str] = {}
+        if len(infos) != len(args.node_names):
+            known = set(names)
+            failed = {n: "node unknown to the extender's node cache" for n in args.node_names if n not in known}
         unresolvable: dict[str, str] = {}
         try:
-            failures, subset = self._begin(args.pod, state)
+            state, subset, status = self._begin(args.pod, self._handle(infos))
         except ExtenderCallError as exc:  # the pod's last bind still runs
             return protocol.filter_result([], args.nodes, {}, {}, str(exc))
-        for status in failures:
-            if status.code == Code.ERROR:
-                return protocol.filter_result([], args.nodes, {}, {}, status.reason)
+        if status.code == Code.ERROR:
+            return protocol.filter_result([], args.nodes, {}, {}, status.reason)
+        if not status.ok:
             target = unresolvable if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
-            for n in names:
-                target.setdefault(n, status.reason or f"rejected by {status.plugin} at PreFilter")
+            reason = status.reason or f"rejected by {status.plugin} at PreFilter"
+            target.update(dict.fromkeys(names, reason))
+            return protocol.filter_result([], args.nodes, failed, unresolvable)
+        candidates = infos
         if subset is not None:
-            for n in names:
-                if n not in subset and n not in failed:
-                    unresolvable.setdefault(n, "node not in the PreFilter result")
-        candidates = [n for n in names if n not in failed and n not in unresolvable]
-        for wp in self.plugins:
-            if not candidates or not wp.plugin.implements("filter"):
+            candidates = [info for info in infos if info.name in subset]
+            outside = (n for n in names if n not in subset)
+            unresolvable.update(dict.fromkeys(outside, "node not in the PreFilter result"))
+        statuses, error = self.framework.run_filter(state, args.pod, candidates)
+        if not error.ok:
+            return protocol.filter_result([], args.nodes, {}, {}, error.reason)
+        feasible: list[str] = []
+        for info in candidates:
+            node_status = statuses[info.name]
+            if node_status.ok:
+                feasible.append(info.name)
                 continue
-            statuses = wp.plugin.filter_nodes(state, args.pod, candidates)
-            rejected: set[str] = set()
-            for n, status in statuses.items():
-                if status.ok:
-                    continue
-                if status.code == Code.ERROR:
-                    return protocol.filter_result([], args.nodes, {}, {}, status.reason)
-                target = unresolvable if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
-                target[n] = status.reason or f"rejected by {status.plugin}"
-                rejected.add(n)
-            candidates = [n for n in candidates if n not in rejected and n in statuses]
-        if candidates and self.expect_bind:
+            target = unresolvable if node_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
+            target[info.name] = node_status.reason or f"rejected by {node_status.plugin}"
+        if feasible and self.expect_bind:
             # kube-scheduler may bind now without a prioritize (one feasible node), and the
             # next pod's filter may come first: the pod's instance leaves the slot here.
             self._hold_for_bind(args.pod)
-        return protocol.filter_result(candidates, args.nodes, failed, unresolvable)
+        return protocol.filter_result(feasible, args.nodes, failed, unresolvable)
 
     def prioritize(self, args: protocol.ExtenderArgs) -> list[dict[str, Any]]:
-        nodes = self._nodes_for(args)
-        names = [n["metadata"]["name"] for n in nodes]
-        state = self._state(nodes)
-        if not self._in_cycle(args.pod):
-            self._begin(args.pod, state)  # no filter verb configured: the cycle starts here
+        infos = self._nodes_for(args)
+        handle = self._handle(infos)
+        if self._in_cycle(args.pod):
+            state = self._state(args.pod, handle)
+        else:  # no filter verb configured: the cycle starts here
+            state, _subset, status = self._begin(args.pod, handle)
+            if not status.ok:
+                self._hold_after_prioritize(args.pod)
+                raise ExtenderCallError(status.reason or f"rejected by {status.plugin} at PreFilter")
         try:
-            return self._scores(args.pod, state, names)
+            return self._scores(args.pod, state, infos)
         finally:
-            # kube-scheduler binds even when prioritize failed (it ignores the error).
-            if self.expect_bind:
-                self._hold_for_bind(args.pod)
+            self._hold_after_prioritize(args.pod)
+
+    def _hold_after_prioritize(self, pod: KubeObject) -> None:
+        if self.expect_bind:  # kube-scheduler binds even when prioritize failed (it ignores the error)
+            self._hold_for_bind(pod)
 
     def _in_cycle(self, pod: KubeObject) -> bool:
         """Is the pod's scheduling cycle under way here (in the slot, or held for its bind)?"""
@@ -320,30 +349,20 @@ class ExtenderService:
         with self._lock:
             return self._scheduling == uid or uid in self._awaiting
 
-    def _scores(self, pod: KubeObject, state: RequestState, names: list[str]) -> list[dict[str, Any]]:
-        """PreScore, Score and NormalizeScore of every scoring plugin, summed and scaled."""
-        totals = dict.fromkeys(names, 0)
-        weights = 0
-        for wp in self.plugins:
-            if not wp.plugin.implements("score"):
-                continue
-            status = wp.plugin.pre_score(state, pod, names)
-            if not status.ok and status.code != Code.SKIP:
-                raise ExtenderCallError(status.reason or f"PreScore of {wp.plugin.name} failed")
-            if status.code == Code.SKIP:
-                continue
-            scored = wp.plugin.score_nodes(state, pod, names)
-            if not scored.status.ok:
-                raise ExtenderCallError(scored.status.reason or f"Score of {wp.plugin.name} failed")
-            normalized = wp.plugin.normalize_score(state, pod, scored.scores)
-            if not normalized.status.ok:
-                raise ExtenderCallError(normalized.status.reason or f"NormalizeScore of {wp.plugin.name} failed")
-            weights += wp.weight
-            for score in normalized.scores:
-                totals[score.name] = totals.get(score.name, 0) + wp.weight * _clamp(score.score)
+    def _scores(self, pod: KubeObject, state: CycleState, infos: Sequence[NodeInfo]) -> list[dict[str, Any]]:
+        """PreScore, then Score and NormalizeScore of every scoring plugin, weighted, summed
+        and scaled to the extender API's 0..10."""
+        status = self.framework.run_pre_score(state, pod, infos)
+        if not status.ok:
+            raise ExtenderCallError(status.reason)
+        table, status = self.framework.run_score(state, pod, infos)
+        if not status.ok:
+            raise ExtenderCallError(status.reason)
+        weights = sum(self.framework.score_weights.get(plugin, 1) for plugin in table.columns)
         scale = MAX_NODE_SCORE * max(weights, 1)
         return protocol.host_priority_list(
-            {n: (total * protocol.MAX_EXTENDER_PRIORITY + scale // 2) // scale for n, total in totals.items()}
+            {n: (total * protocol.MAX_EXTENDER_PRIORITY + scale // 2) // scale
+             for n, total in zip(table.names, table.totals(), strict=True)}
         )
 
     def _hold_for_bind(self, pod: KubeObject) -> None:
@@ -354,13 +373,17 @@ class ExtenderService:
             if held is not None:  # held since its filter: prioritize keeps it there
                 held.deadline = self.clock() + self.bind_timeout_s
                 return
-            if self._scheduling != uid:
+            if self._scheduling != uid or self._scheduling_state is None:
                 return  # the slot went to another pod, or the cycle was released meanwhile
             for wp in self.plugins:
                 wp.plugin.hold_for_binding(pod)
-            self._awaiting[uid] = _AwaitingBind(pod, self.clock() + self.bind_timeout_s)
-            self._scheduling = ""
-            self._scheduling_pod = None
+            self._awaiting[uid] = _AwaitingBind(pod, self.clock() + self.bind_timeout_s, self._scheduling_state)
+            self._leave_slot()
+
+    def _leave_slot(self) -> None:
+        self._scheduling = ""
+        self._scheduling_pod = None
+        self._scheduling_state = None
 
     def bind(self, args: protocol.BindingArgs) -> dict[str, Any]:
         uid = args.pod_uid
@@ -368,15 +391,15 @@ class ExtenderService:
             self._bind_seen = True
             waiting = self._awaiting.get(uid)
             slot_pod = self._scheduling_pod if self._scheduling == uid else None
-            if waiting is None and slot_pod is not None and _same_pod(slot_pod, args):
+            if (waiting is None and slot_pod is not None and self._scheduling_state is not None
+                    and _same_pod(slot_pod, args)):
                 # Its cycle still has the slot (no prioritize, and held nowhere yet): it moves
                 # to binding now, before anything else can take the slot.
                 for wp in self.plugins:
                     wp.plugin.hold_for_binding(slot_pod)
-                waiting = _AwaitingBind(slot_pod, 0.0)
+                waiting = _AwaitingBind(slot_pod, 0.0, self._scheduling_state)
                 self._awaiting[uid] = waiting
-                self._scheduling = ""
-                self._scheduling_pod = None
+                self._leave_slot()
             first_without_filter = False
             if waiting is None and slot_pod is not None:
                 refusal = (f"bind of {args.pod_namespace}/{args.pod_name} names uid {uid}, which this extender "
@@ -414,81 +437,81 @@ class ExtenderService:
                 self._binding.discard(args.pod_uid)
 
     def _binding_cycle(self, waiting: _AwaitingBind, args: protocol.BindingArgs) -> dict[str, Any]:
-        """Reserve, Permit, PreBind, Bind, PostBind of a held pod; Unreserve on a failure."""
-        pod, node = waiting.pod, args.node
-        state = self._state(self._bind_nodes())
-        done: list[WeightedPlugin] = []
+        """Reserve, Permit, PreBind, Bind, PostBind of a held pod; every Reserve plugin's
+        Unreserve on a failure."""
+        pod, node, framework = waiting.pod, args.node, self.framework
+        state = waiting.state.clone()
+        state.handle = RequestHandle(self._bind_nodes(), self.node_cache.pods)
 
-        def fail(reason: str) -> dict[str, Any]:
-            for wp in reversed(done):
-                wp.plugin.unreserve(state, pod, node)
+        def fail(point: str, status: Status) -> dict[str, Any]:
+            reason = status.reason or f"{point} of {status.plugin or 'a plugin'}: {status.code.label}"
+            framework.run_unreserve(state, pod, node)
             log.info("cycle.finished", phase="binding", pod=f"{args.pod_namespace}/{args.pod_name}",
                      pod_uid=args.pod_uid, outcome="error", reason=reason)
             return {"Error": reason}
 
-        for wp in self.plugins:
-            done.append(wp)
-            status = wp.plugin.reserve(state, pod, node)
-            if not status.ok:
-                return fail(status.reason or f"Reserve of {wp.plugin.name} failed")
-        for wp in self.plugins:
-            permit = wp.plugin.permit(state, pod, node)
-            if permit.status.code == Code.WAIT:
-                return fail(f"Permit of {wp.plugin.name} asked to wait; the extender API cannot wait for an allow")
-            if not permit.status.ok:
-                return fail(permit.status.reason or f"Permit of {wp.plugin.name} rejected the pod")
-        for wp in self.plugins:
-            status = wp.plugin.pre_bind(state, pod, node)
-            if not status.ok:
-                return fail(status.reason or f"PreBind of {wp.plugin.name} failed")
-        bound_by = ""
-        for wp in self.plugins:
-            if not wp.plugin.implements("bind"):
-                continue
-            status = wp.plugin.bind(state, pod, node)
-            if status.code == Code.SKIP:
-                continue
-            if not status.ok:
-                return fail(status.reason or f"Bind of {wp.plugin.name} failed")
-            bound_by = wp.plugin.name
-            break
-        if not bound_by:
+        status = framework.run_reserve(state, pod, node)
+        if not status.ok:
+            return fail("Reserve", status)
+        status, timeouts = framework.run_permit(state, pod, node)
+        if status.code == Code.WAIT:
+            return fail("Permit", Status(Code.ERROR, f"Permit of {', '.join(timeouts)} asked to wait; the extender "
+                                         "API cannot wait for an allow"))
+        if not status.ok:
+            return fail("Permit", status)
+        status = framework.run_pre_bind(state, pod, node)
+        if not status.ok:
+            return fail("PreBind", status)
+        status = framework.run_bind(state, pod, node)
+        if status.code == Code.SKIP:  # no wasm plugin binds: the Binding goes through the API
             error = self.binder.bind(args.pod_namespace, args.pod_name, args.pod_uid, node)
             if error:
-                return fail(error)
+                return fail("Bind", Status(Code.ERROR, error))
             bound_by = "kubernetes-api"
-        for wp in self.plugins:
-            wp.plugin.post_bind(state, pod, node)
+        elif not status.ok:
+            return fail("Bind", status)
+        else:
+            bound_by = status.plugin
+        framework.run_post_bind(state, pod, node)
         log.info("cycle.finished", phase="binding", pod=f"{args.pod_namespace}/{args.pod_name}",
                  pod_uid=args.pod_uid, outcome="bound", node=node, bound_by=bound_by)
         return {"Error": ""}
 
     def preempt(self, args: protocol.PreemptionArgs) -> dict[str, Any]:
-        node_objects = [self.node_cache.nodes[n] for n in args.victims if n in self.node_cache.nodes]
-        state = self._state(node_objects)
-        if not self._in_cycle(args.pod):
-            self._begin(args.pod, state)
+        nodes = [self.node_cache.nodes.get(n) or {"metadata": {"name": n}} for n in args.victims]
+        infos = _node_infos(nodes)
+        handle = self._handle([info for info, n in zip(infos, args.victims, strict=True)
+                               if n in self.node_cache.nodes])
+        if self._in_cycle(args.pod):
+            state = self._state(args.pod, handle)
+        else:
+            state, _subset, _status = self._begin(args.pod, handle)
         kept: dict[str, list[Mapping[str, Any]]] = {}
-        for node, victims in args.victims.items():
+        for info, victims in zip(infos, args.victims.values(), strict=True):
             victims = [self.node_cache.pods.get(str(v["metadata"]["uid"]), v) if args.meta_only else v
                        for v in victims]
-            if self._still_feasible(state, args.pod, node, victims):
-                kept[node] = victims
+            if self._still_feasible(state, args.pod, info, victims):
+                kept[info.name] = victims
         return protocol.preemption_result(kept, args.pdb_violations)
 
-    def _still_feasible(self, state: RequestState, pod: KubeObject, node: str, victims: list[KubeObject]) -> bool:
+    def _still_feasible(self, state: CycleState, pod: KubeObject, node: NodeInfo,
+                        victims: list[KubeObject]) -> bool:
+        """Does the pod pass Filter on `node` with its victims gone? RemovePod of each
+        victim, Filter, then AddPod of each back (the plugins keep their state in their
+        instances, not in a cloned CycleState). A failing RemovePod makes the node fail."""
+        framework = self.framework
+        removed: list[KubeObject] = []
         feasible = True
-        for wp in self.plugins:
-            if not wp.plugin.implements("pre_filter_extensions"):
-                continue
-            removed = []
-            for victim in victims:
-                if wp.plugin.remove_pod(state, pod, victim, node).ok:
-                    removed.append(victim)
-            if wp.plugin.implements("filter"):
-                feasible = feasible and wp.plugin.filter_nodes(state, pod, [node])[node].ok
-            for victim in removed:
-                wp.plugin.add_pod(state, pod, victim, node)
+        for victim in victims:
+            if not framework.run_remove_pod(state, pod, victim, node).ok:
+                feasible = False
+                break
+            removed.append(victim)
+        if feasible:
+            statuses, error = framework.run_filter(state, pod, [node])
+            feasible = error.ok and statuses[node.name].ok
+        for victim in removed:
+            framework.run_add_pod(state, pod, victim, node)
         return feasible
 
     # --- reclaiming ------------------------------------------------------------------------
@@ -528,10 +551,6 @@ def _same_pod(pod: KubeObject, args: protocol.BindingArgs) -> bool:
     """Does the bind name the pod this extender scheduled under that UID?"""
     meta = pod.get("metadata", {})
     return (meta.get("namespace") or "default") == args.pod_namespace and meta.get("name", "") == args.pod_name
-
-
-def _clamp(score: int) -> int:
-    return max(0, min(MAX_NODE_SCORE, score))
 
 
 __all__ = ["ExtenderService", "WeightedPlugin", "NodeCache", "NodeSource", "RequestHandle", "ExtenderCallError",

@@ -4,7 +4,9 @@ This module owns the per-cycle key/value store kube-scheduler passes to every
 extension point (a plugin writes in PreFilter what its Filter reads), with `clone`
 for preemption, which evaluates each candidate node on its own copy, and the sets of
 plugins that asked to be skipped (PreFilter or PreScore returned Skip). Wasm plugins
-keep their cycle state in their own instance memory and ignore this object.
+keep their cycle state in their own instance memory; what they read of it is `handle`,
+the framework handle of this cycle when it is not the plugin's own (the HTTP extender
+gives each request a handle of the nodes that request carries).
 """
 
 from __future__ import annotations
@@ -13,11 +15,15 @@ import copy
 import threading
 from typing import Any
 
+from wasm_scheduler.actors.handle import FrameworkHandle
+
 
 class CycleState:
     """A thread-safe store of per-cycle data, keyed by string."""
 
-    def __init__(self) -> None:
+    def __init__(self, handle: FrameworkHandle | None = None) -> None:
+        #: The handle this cycle's calls read the cluster through; None: each plugin's own.
+        self.handle = handle
         self._data: dict[str, Any] = {}
         self._lock = threading.Lock()
         #: Plugins whose Filter is skipped for this pod (their PreFilter returned Skip).
@@ -48,7 +54,7 @@ class CycleState:
     def clone(self) -> CycleState:
         """A copy whose values can change without touching this one (values with a
         ``clone()`` method are cloned by it, others are copied shallowly)."""
-        other = CycleState()
+        other = CycleState(self.handle)
         with self._lock:
             for key, value in self._data.items():
                 cloner = getattr(value, "clone", None)

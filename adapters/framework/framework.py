@@ -155,9 +155,11 @@ class ScoreTable:
 class Framework:
     """The plugins of one profile, per extension point, and how they run."""
 
-    def __init__(self, profile_name: str, handle: SchedulerHandle,
+    def __init__(self, profile_name: str, handle: SchedulerHandle | None,
                  percentage_of_nodes_to_score: int | None = None) -> None:
         self.profile_name = profile_name
+        #: The scheduler's handle (its nominated pods); None where no scheduler runs here
+        #: (the HTTP extender: the scheduler that calls it nominates).
         self.handle = handle
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         #: Every plugin of the profile by name (each once, whatever points it serves).
@@ -281,7 +283,7 @@ class Framework:
         for every node, without them): the pod must not take room preemption freed for
         a more important pod.
         """
-        nominations = self.handle.nominator.by_node()
+        nominations = self.handle.nominator.by_node() if self.handle is not None else {}
         if not nominations:
             return self.run_filter(state, pod.pod, nodes, trace)
         statuses: dict[str, Status] = {}
@@ -465,7 +467,3 @@ class Framework:
         for plugin in self.points["post_bind"]:
             self._call("PostBind", plugin, pod, plugin.post_bind, state, pod, node)
 
-    def release(self, pod: KubeObject, why: str) -> None:
-        """The pod's scheduling cycle ended before Reserve: plugins may drop what they hold for it."""
-        for plugin in self.plugins.values():
-            plugin.release(pod, why)

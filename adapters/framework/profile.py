@@ -13,8 +13,7 @@ every plugin already made is stopped before the `UserError` propagates.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import cast
+from collections.abc import Mapping, Sequence
 
 from wasm_scheduler.actors.handle import FrameworkHandle
 from wasm_scheduler.adapters.framework.config import (
@@ -56,7 +55,7 @@ def _make(ref: PluginRef, profile: ProfileConfig, config: SchedulerConfig, handl
           compiler: GuestCompiler, registry: Mapping[str, PluginFactory], framework: Framework) -> Plugin:
     entry = profile.plugin_args.get(ref.name)
     if entry is not None and entry.is_wasm:
-        return cast(Plugin, load_wasm_plugin(ref.name, entry, config, compiler, handle))
+        return load_wasm_plugin(ref.name, entry, config, compiler, handle)
     factory = registry.get(ref.name)
     if factory is None:
         if ref.name in UPSTREAM_ONLY:
@@ -111,11 +110,7 @@ def _place(framework: Framework, profile: ProfileConfig) -> None:
                 from_multi.append(ref.name)
             order = overrides + from_multi + [n for n in explicit if n not in overrides]
         framework.points[point] = [plugins[n] for n in order]
-    framework.points["unreserve"] = list(framework.points["reserve"])
-    framework.points["pre_filter_extensions"] = [
-        p for p in framework.points["pre_filter"] if p.implements("pre_filter_extensions")]
-    framework.points["normalize_score"] = [p for p in framework.points["score"] if p.implements("normalize_score")]
-    framework.points["enqueue_extensions"] = [p for p in plugins.values() if p.implements("enqueue_extensions")]
+    _derive_points(framework)
     for ref in (*profile.plugins["score"].enabled, *multi.enabled):
         if ref.name in framework.score_weights or plugins[ref.name] not in framework.points["score"]:
             continue
@@ -125,3 +120,30 @@ def _place(framework: Framework, profile: ProfileConfig) -> None:
                         f"{len(framework.points['queue_sort'])} ({', '.join(framework.names('queue_sort'))})")
     if not framework.points["bind"]:
         raise UserError(f"{profile.where}: plugins: at least one bind plugin is needed")
+
+
+def framework_of(name: str, plugins: Sequence[tuple[Plugin, int]]) -> Framework:
+    """A Framework of `plugins` alone: each at every point it implements, in the order
+    given, with its score weight (0 means 1). What the HTTP extender runs: it has no
+    queue and no nominated pods (the scheduler that calls it keeps those), and a pod it
+    binds through none of its plugins goes through the Kubernetes API."""
+    framework = Framework(name, None)
+    for plugin, _weight in plugins:
+        framework.plugins[plugin.name] = plugin
+    for point in CONFIG_POINTS.values():
+        framework.points[point] = [plugin for plugin, _weight in plugins if plugin.implements(point)]
+    _derive_points(framework)
+    framework.score_weights = {plugin.name: weight or 1 for plugin, weight in plugins
+                               if plugin in framework.points["score"]}
+    return framework
+
+
+def _derive_points(framework: Framework) -> None:
+    """The points that follow others: Unreserve runs the Reserve plugins, the PreFilter
+    extensions and NormalizeScore are those of PreFilter and Score plugins that have them."""
+    plugins = framework.plugins
+    framework.points["unreserve"] = list(framework.points["reserve"])
+    framework.points["pre_filter_extensions"] = [
+        p for p in framework.points["pre_filter"] if p.implements("pre_filter_extensions")]
+    framework.points["normalize_score"] = [p for p in framework.points["score"] if p.implements("normalize_score")]
+    framework.points["enqueue_extensions"] = [p for p in plugins.values() if p.implements("enqueue_extensions")]

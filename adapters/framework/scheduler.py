@@ -221,7 +221,6 @@ class Scheduler:
             self._scheduling_cycle(item, framework, state, view, trace, events_before)
         except Exception as exc:  # a bug of a plugin or of the framework: this pod fails, the run goes on
             self.log.exception("cycle.crashed", pod=info.key, pod_uid=info.uid)
-            framework.release(info.pod, "error")
             self._fail(item, Status(Code.ERROR, f"internal error: {type(exc).__name__}: {exc}"), set(), trace)
 
     def _scheduling_cycle(self, item: QueuedPod, framework: Framework, state: CycleState, view: SnapshotView,
@@ -229,7 +228,6 @@ class Scheduler:
         info = item.info
         pod = info.pod
         if len(view) == 0:
-            framework.release(pod, "unschedulable")
             self._unschedulable(item, "0/0 nodes are available: no nodes available to schedule pods.", set(),
                                 trace, events_before)
             return
@@ -237,7 +235,6 @@ class Scheduler:
         feasible: list[NodeInfo] = []
         subset, status = framework.run_pre_filter(state, pod, trace)
         if status.code == Code.ERROR:
-            framework.release(pod, "error")
             self._fail(item, status, {status.plugin}, trace)
             return
         if not status.ok:
@@ -252,7 +249,6 @@ class Scheduler:
                     trace.node_subset = sorted(subset)
             feasible, statuses, error = self._find_feasible(framework, state, info, nodes, trace)
             if not error.ok:
-                framework.release(pod, "error")
                 self._fail(item, error, {error.plugin}, trace)
                 return
             if not feasible:
@@ -275,7 +271,6 @@ class Scheduler:
             if status.ok:
                 table, status = framework.run_score(state, pod, feasible, trace)
             if not status.ok:
-                framework.release(pod, "error")
                 self._fail(item, status, {status.plugin}, trace)
                 return
             selected = self._select_host(table)
@@ -354,7 +349,6 @@ class Scheduler:
                 self.handle.nominator.add(info, nominated)
             if trace is not None:
                 trace.post_filter = str(status) + (f"; nominated node {nominated}" if nominated else "")
-        framework.release(info.pod, "unschedulable")
         message = diagnosis.message(len(view))
         if nominated:
             # The victims are gone already: the pod is retried at once (kube-scheduler's
