@@ -141,3 +141,16 @@ def test_preempt_runs_filter_on_a_plugin_without_addpod_or_removepod(service) ->
     preempted = svc.preempt(protocol.PreemptionArgs.decode(
         {"Pod": p, "NodeNameToVictims": {"node-1": {"Pods": [pod("victim")], "NumPDBViolations": 0}}}))
     assert preempted["NodeNameToMetaVictims"] == {}  # removing the victim does not make the node fit
+
+
+def test_node_infos_are_made_once_per_node_object_of_the_node_cache(service) -> None:
+    svc, _ = service(("rejects-all", REJECTS_ALL))
+    first = svc._nodes_for(args(pod("a")))
+    again = svc._nodes_for(args(pod("b")))
+    assert [i.name for i in first] == NODES and all(x is y for x, y in zip(first, again, strict=True))
+    changed = {**svc.node_cache.nodes, "node-1": {"metadata": {"name": "node-1", "labels": {"new": "yes"}}}}
+    svc.node_cache.nodes = changed  # swapped whole, as a reload does
+    after = svc._nodes_for(args(pod("c")))
+    assert after[1].node is changed["node-1"] and after[1] is not first[1]
+    changed["node-2"] = {"metadata": {"name": "node-2", "labels": {"edited": "in place"}}}
+    assert svc._nodes_for(args(pod("d")))[2].node is changed["node-2"]

@@ -204,6 +204,9 @@ class ExtenderService:
         #: The latest object of every node a request carried whole (not node-cache-capable):
         #: what a binding cycle's guest reads. One object a node name, however many pods wait.
         self._latest_nodes: dict[str, KubeObject] = {}
+        #: NodeInfo of the node cache's nodes by name, and the node mapping they were made of.
+        self._info_cache: dict[str, NodeInfo] = {}
+        self._info_source: Mapping[str, KubeObject] | None = None
         #: Has any filter come since start? (A refused bind with none hints at a missing filterVerb.)
         self._filter_seen = False
         self._stop = threading.Event()
@@ -229,7 +232,26 @@ class ExtenderService:
         if missing:
             self.node_cache.refresh()
             known = self.node_cache.nodes
-        return _node_infos([known[n] for n in args.node_names if n in known])
+        return self._known_infos(args.node_names, known)
+
+    def _known_infos(self, names: Sequence[str], known: Mapping[str, KubeObject]) -> list[NodeInfo]:
+        """The NodeInfo of each named node the node cache knows, made once per node object:
+        a node cache is swapped whole when it reloads, which starts this cache afresh, and
+        a node whose object changed in place is made again."""
+        cache = self._info_cache
+        if self._info_source is not known:
+            cache, self._info_source = {}, known
+            self._info_cache = cache
+        infos: list[NodeInfo] = []
+        for name in names:
+            node = known.get(name)
+            if node is None:
+                continue
+            info = cache.get(name)
+            if info is None or info.node is not node:
+                info = cache[name] = NodeInfo(node, _NOT_COUNTED)
+            infos.append(info)
+        return infos
 
     def _bind_nodes(self) -> list[KubeObject]:
         """What a binding cycle's guest reads: the latest object of every known node."""
