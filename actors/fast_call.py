@@ -13,13 +13,13 @@ wasmtime's deadline callback, gives every node of a batch run in wasm
 (`actors.node_loop`) its own deadline. The per-node loop in Python (`ExportCaller.per_node`)
 is the public-API path's.
 
-These bindings are private to wasmtime-py, so the fast paths are used only when every
-piece they need is present (checked once, at import), and never when asked not to
-(`GuestCompiler(fast_calls=False)`); the public API is the tested fallback. Both paths
-raise the same exceptions: the Python exception a host function raised (recorded per
-instance in a `HostFault`, so concurrent instances never see each other's, unlike
-wasmtime-py's module-global record), `DeadlineExceeded`, a `wasmtime.Trap`, or a
-`wasmtime.WasmtimeError`.
+These bindings are private to wasmtime-py: `actors.wasmtime_internals` owns every use of
+them, and a fast path is built only when its one check (`internals()`) found every piece
+working, and never when asked not to (`GuestCompiler(fast_calls=False)`); the public API
+is the tested fallback. Both paths raise the same exceptions: the Python exception a
+host function raised (recorded per instance in a `HostFault`, so concurrent instances
+never see each other's, unlike wasmtime-py's module-global record), `DeadlineExceeded`,
+a `wasmtime.Trap`, or a `wasmtime.WasmtimeError`.
 """
 
 from __future__ import annotations
@@ -33,34 +33,21 @@ from typing import Any
 
 import wasmtime
 
-try:  # private pieces of wasmtime-py; absent pieces disable the fast path
-    from wasmtime import _ffi as _wffi
-    from wasmtime import _func as _wfunc
-    from wasmtime._trap import Trap as _Trap
+from wasm_scheduler.actors.wasmtime_internals import VALUE_SIZE, internals, require_internals
 
-    _RAW = _wffi.wasmtime_val_raw_t
-    _TRAP_PTR = ctypes.POINTER(_wffi.wasm_trap_t)
-    _ERROR_PTR = ctypes.POINTER(_wffi.wasmtime_error_t)
-    # Our own prototypes over the same library, taking plain addresses: no per-call
-    # argument conversion (wasmtime-py's own wrappers add a Python frame and checks).
-    _VP = ctypes.c_void_p
-    _RAW_CALL = ctypes.CFUNCTYPE(_VP, _VP, _VP, _VP, ctypes.c_size_t, _VP)(
-        ("wasmtime_func_call_unchecked", _wffi.dll))
-    _RAW_DEADLINE = ctypes.CFUNCTYPE(None, _VP, ctypes.c_uint64)(
-        ("wasmtime_context_set_epoch_deadline", _wffi.dll))
-    _FINALIZER = ctypes.CFUNCTYPE(None, _VP)
-    _DEADLINE_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_size_t, _VP, _VP, _VP, _VP)
-    _SET_DEADLINE_CALLBACK = ctypes.CFUNCTYPE(None, _VP, _DEADLINE_CALLBACK, _VP, _FINALIZER)(
-        ("wasmtime_store_epoch_deadline_callback", _wffi.dll))
-    _ERROR_NEW = ctypes.CFUNCTYPE(_VP, ctypes.c_char_p)(("wasmtime_error_new", _wffi.dll))
-    FAST_PATH_AVAILABLE = all((
-        hasattr(wasmtime.Func, "__init__"), hasattr(_wfunc, "LAST_EXCEPTION"),
-        hasattr(_Trap, "_from_ptr"), hasattr(wasmtime.WasmtimeError, "_from_ptr"),
-        hasattr(_RAW, "i32"), hasattr(_RAW, "i64"),
-    ))
-except (ImportError, AttributeError):  # pragma: no cover - depends on the installed wasmtime
-    FAST_PATH_AVAILABLE = False
+#: Whether the fast paths can be built: `internals()`'s answer, asked when the name is
+#: first read (`__getattr__` below), never at import. Code that builds a call path asks
+#: `internals()` itself, when it builds.
+FAST_PATH_AVAILABLE: bool
 
+
+def __getattr__(name: str) -> bool:
+    if name == "FAST_PATH_AVAILABLE":
+        return internals() is not None
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_VP = ctypes.c_void_p
 
 _monotonic_ns = time.monotonic_ns
 
@@ -91,8 +78,10 @@ class HostFault:
 
     def take(self) -> BaseException | None:
         error, self.error = self.error, None
-        if error is not None and FAST_PATH_AVAILABLE and _wfunc.LAST_EXCEPTION is error:
-            _wfunc.LAST_EXCEPTION = None  # ours: never leave it for another instance to raise
+        if error is not None:
+            found = internals()
+            if found is not None:  # ours: never leave it in wasmtime-py for another instance to raise
+                found.forget_host_exception(error)
         return error
 
 
@@ -181,10 +170,13 @@ class EpochDeadline:
     node keeps the call's deadline; the batch as a whole has none.
     """
 
-    __slots__ = ("context", "fault", "ticks", "armed_at", "progress", "_last", "_stalled", "_callback")
+    __slots__ = ("context", "fault", "ticks", "armed_at", "progress", "_last", "_stalled", "_callback",
+                 "_arm", "_error_new")
 
     def __init__(self, store: wasmtime.Store, fault: HostFault, ticks: int) -> None:
-        self.context = ctypes.cast(store._context(), ctypes.c_void_p).value
+        found = require_internals()
+        self.context = found.context_address(store)
+        self._arm, self._error_new = found.set_epoch_deadline, found.error_new
         self.fault = fault
         self.ticks = ticks
         self.armed_at = -EPOCH_REARM_NS
@@ -192,13 +184,13 @@ class EpochDeadline:
         self.progress: Callable[[], int] | None = None
         self._last = -1
         self._stalled = 0
-        self._callback = _DEADLINE_CALLBACK(self._on_deadline)
-        _SET_DEADLINE_CALLBACK(ctypes.cast(store.ptr(), _VP).value, self._callback, None, _FINALIZER(0))
+        self._callback = found.set_deadline_callback(store, self._on_deadline)
 
     def begin_batch(self, progress: Callable[[], int]) -> None:
         self.progress = progress
         self._last, self._stalled = -1, 0
-        _RAW_DEADLINE(self.context, 1)
+        arm = self._arm
+        arm(self.context, 1)
 
     def end_batch(self) -> None:
         self.progress = None
@@ -220,7 +212,8 @@ class EpochDeadline:
         except BaseException as exc:  # pragma: no cover - a bug here must still stop the guest
             self.fault.error = exc
         message = b"deadline exceeded"
-        return ctypes.cast(_ERROR_NEW(message), _VP).value or 0
+        error_new = self._error_new
+        return error_new(message) or 0
 
 
 class UncheckedCall:
@@ -231,13 +224,15 @@ class UncheckedCall:
 
     def __init__(self, store: wasmtime.Store, func: wasmtime.Func, params: Sequence[str],
                  result: str | None, fault: HostFault) -> None:
+        found = require_internals()
         self.fault = fault
+        self._internals = found
         self._func = func  # its handle's address is passed to every call: keep it alive
-        context = ctypes.cast(store._context(), ctypes.c_void_p).value
-        self._values = (_RAW * max(1, len(params)))()
+        context = found.context_address(store)
+        self._values = (found.val_raw * max(1, len(params)))()
         values_addr = ctypes.addressof(self._values)
         self._params = [
-            (ctypes.c_int32 if kind == "i32" else ctypes.c_int64).from_address(values_addr + i * ctypes.sizeof(_RAW))
+            (ctypes.c_int32 if kind == "i32" else ctypes.c_int64).from_address(values_addr + i * VALUE_SIZE)
             for i, kind in enumerate(params)
         ]
         self._trap = ctypes.c_void_p(None)
@@ -245,17 +240,18 @@ class UncheckedCall:
         self.result = result
         # The call's arguments as ctypes objects, made once: ctypes passes them as they are
         # instead of converting a Python int per argument per call (about 0.2 us a call).
-        self._args = (_VP(context), _VP(ctypes.addressof(func._func)), _VP(values_addr),
+        self._args = (_VP(context), _VP(found.func_address(func)), _VP(values_addr),
                       ctypes.c_size_t(max(1, len(params))), _VP(ctypes.addressof(self._trap)))
+        self._raw_call = found.func_call_unchecked
 
     def raise_failure(self, error: int | None) -> None:
         """Raise what stopped the call: the host function's exception, the trap, or the error."""
         raised = self.fault.take()
         if self._trap.value:
-            trap_obj = _Trap._from_ptr(ctypes.cast(self._trap.value, _TRAP_PTR))
+            trap_obj = self._internals.trap_from_address(self._trap.value)
             self._trap.value = None
             raise (raised or trap_obj) from None
-        failure = wasmtime.WasmtimeError._from_ptr(ctypes.cast(error, _ERROR_PTR)) if error else None
+        failure = self._internals.error_from_address(error) if error else None
         if raised is not None:
             raise raised from None
         raise failure or wasmtime.WasmtimeError("call failed without a trap or an error")
@@ -263,7 +259,8 @@ class UncheckedCall:
     def __call__(self, *args: int) -> Any:
         for slot, value in zip(self._params, args, strict=True):
             slot.value = value
-        error = _RAW_CALL(*self._args)
+        raw_call = self._raw_call  # a local: `self._raw_call(...)` is a slower method lookup
+        error = raw_call(*self._args)
         if error or self._trap.value:
             self.raise_failure(error)
         return self._read.value if self.result is not None else None
@@ -280,14 +277,17 @@ class _FastCaller(ExportCaller):
         self._context = deadline.context
         # The call's pieces as attributes of this object: one lookup each per call.
         self._args, self._trap, self._read = self._call._args, self._call._trap, self._call._read
+        self._raw_call, self._arm = self._call._raw_call, deadline._arm
 
     def __call__(self, ticks: int) -> Any:
         now = _monotonic_ns()
         deadline = self._deadline
         if now - deadline.armed_at >= EPOCH_REARM_NS:
-            _RAW_DEADLINE(self._context, ticks + 1)
+            arm = self._arm
+            arm(self._context, ticks + 1)
             deadline.armed_at = now
-        error = _RAW_CALL(*self._args)
+        raw_call = self._raw_call  # a local: `self._raw_call(...)` is a slower method lookup
+        error = raw_call(*self._args)
         if error or self._trap.value:
             deadline.armed_at = -EPOCH_REARM_NS
             self._call.raise_failure(error)
@@ -295,21 +295,6 @@ class _FastCaller(ExportCaller):
 
 
 # --- host functions --------------------------------------------------------------------
-
-if FAST_PATH_AVAILABLE:
-    try:
-        _VAL_SIZE = ctypes.sizeof(_RAW)
-        _UNCHECKED_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_size_t, _VP, _VP, _VP, ctypes.c_size_t)
-        _DEFINE_UNCHECKED = ctypes.CFUNCTYPE(
-            _VP, _VP, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t, _VP,
-            _UNCHECKED_CALLBACK, _VP, _FINALIZER,
-        )(("wasmtime_linker_define_func_unchecked", _wffi.dll))
-        _TRAP_NEW = _wffi.wasmtime_trap_new
-        FAST_HOST_FUNCTIONS = True
-    except (AttributeError, OSError):  # pragma: no cover - depends on the installed wasmtime
-        FAST_HOST_FUNCTIONS = False
-else:  # pragma: no cover
-    FAST_HOST_FUNCTIONS = False
 
 _LETTERS = {"i32": "i", "i64": "q"}
 
@@ -328,36 +313,32 @@ class HostFunctionDefiner:
     def __init__(self, linker: wasmtime.Linker, fault: HostFault, fast: bool = True) -> None:
         self.linker = linker
         self.fault = fault
-        self.fast = fast and FAST_HOST_FUNCTIONS
+        self._internals = internals() if fast else None
+        self.fast = self._internals is not None
         self._keep: list[Any] = []
 
     def __call__(self, module: str, name: str, params: Sequence[str], results: Sequence[str],
                  func: Callable[..., Any]) -> None:
-        if not self.fast:
+        found = self._internals
+        if found is None:
             kinds = {"i32": wasmtime.ValType.i32(), "i64": wasmtime.ValType.i64()}
             functype = wasmtime.FuncType([kinds[p] for p in params], [kinds[r] for r in results])
             self.linker.define_func(module, name, functype, self.fault.wrap(func))
             return
-        callback = _UNCHECKED_CALLBACK(self._raw_callback(func, params, results))
+        callback = self._raw_callback(func, params, results, found.trap_new)
         kinds = {"i32": wasmtime.ValType.i32(), "i64": wasmtime.ValType.i64()}
         functype = wasmtime.FuncType([kinds[p] for p in params], [kinds[r] for r in results])
-        module_bytes, name_bytes = module.encode(), name.encode()
-        error = _DEFINE_UNCHECKED(
-            ctypes.cast(self.linker.ptr(), _VP).value, module_bytes, len(module_bytes), name_bytes,
-            len(name_bytes), ctypes.cast(functype.ptr(), _VP).value, callback, None, _FINALIZER(0),
-        )
-        if error:
-            raise wasmtime.WasmtimeError._from_ptr(ctypes.cast(error, _ERROR_PTR))
-        self._keep.extend((callback, functype))
+        raw = found.define_unchecked(self.linker, module, name, functype, callback)
+        self._keep.extend((raw, functype))
 
-    def _raw_callback(self, func: Callable[..., Any], params: Sequence[str],
-                      results: Sequence[str]) -> Callable[..., int]:
+    def _raw_callback(self, func: Callable[..., Any], params: Sequence[str], results: Sequence[str],
+                      trap_new: Callable[[bytes, int], int | None]) -> Callable[..., int]:
         import struct
 
         fault = self.fault
         arg_format = "<" + "".join(_LETTERS[p] + ("12x" if p == "i32" else "8x") for p in params)
         unpack = struct.Struct(arg_format).unpack_from if params else None
-        size = _VAL_SIZE * len(params)
+        size = VALUE_SIZE * len(params)
         string_at = ctypes.string_at
         result_kind = {"i32": ctypes.c_uint32, "i64": ctypes.c_uint64}.get(results[0]) if results else None
         mask = 0xFFFF_FFFF if results and results[0] == "i32" else 0xFFFF_FFFF_FFFF_FFFF
@@ -371,7 +352,6 @@ class HostFunctionDefiner:
             except BaseException as exc:
                 fault.error = exc
                 message = f"host function raised {type(exc).__name__}".encode()
-                trap = _TRAP_NEW(ctypes.create_string_buffer(message), len(message))
-                return ctypes.cast(trap, _VP).value or 0
+                return trap_new(message, len(message)) or 0
 
         return callback

@@ -24,8 +24,6 @@ import wasmtime
 
 from wasm_scheduler.actors.abi import decode_permit, decode_postfilter, decode_score, high_words
 from wasm_scheduler.actors.fast_call import (
-    FAST_HOST_FUNCTIONS,
-    FAST_PATH_AVAILABLE,
     DeadlineExceeded,
     EpochDeadline,
     ExportCaller,
@@ -41,6 +39,7 @@ from wasm_scheduler.actors.kube.codec import KubeCodecError
 from wasm_scheduler.actors.kube.wire_cache import WireCache
 from wasm_scheduler.actors.node_loop import PER_NODE_SLOTS, NodeLoop
 from wasm_scheduler.actors.wasi import CapturedOutput, GuestExit, Wasi
+from wasm_scheduler.actors.wasmtime_internals import internals
 from wasm_scheduler.framework_api import (
     DEFAULT_CLUSTER_EVENTS,
     ClusterEvent,
@@ -122,7 +121,7 @@ class GuestInstance:
             config.log_severity,
             wire_cache or WireCache(),
         )
-        fast = guest.compiler.fast_calls and FAST_PATH_AVAILABLE and FAST_HOST_FUNCTIONS
+        fast = guest.compiler.fast_calls and internals() is not None
         #: The store's shared deadline and its callback (fast path only).
         self._deadline = EpochDeadline(self._store, self._fault, self._call_ticks) if fast else None
         host_imports = guest.shape.host_imports

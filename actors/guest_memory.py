@@ -10,11 +10,11 @@ Python slice, so it is not used.
 Every access re-reads the memory's base and size (a guest may grow its memory in any
 call). wasmtime-py's `Memory.data_ptr`/`data_len` wrap each C call in Python and
 release the GIL around it, which costs a few microseconds and invites a GIL hand-off
-on every host function call; when wasmtime-py's private bindings are present the two
-getters are called through our own ctypes prototypes on plain addresses that keep the
-GIL (`PYFUNCTYPE`: they are trivial and never call back), as `actors.fast_call` does
-for exports, and so is the copy of a host function's answer into guest memory.
-`fast=False` keeps the public API (the before/after comparison).
+on every host function call; when `actors.wasmtime_internals` finds wasmtime-py's
+private bindings working, the two getters are called through its ctypes prototypes on
+plain addresses that keep the GIL (they are trivial and never call back), as
+`actors.fast_call` does for exports, and so is the copy of a host function's answer into
+guest memory. `fast=False` keeps the public API (the before/after comparison).
 """
 
 from __future__ import annotations
@@ -24,21 +24,10 @@ import struct
 
 import wasmtime
 
+from wasm_scheduler.actors.wasmtime_internals import internals
+
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
-
-try:  # private pieces of wasmtime-py; absent pieces disable the fast path
-    from wasmtime import _ffi as _wffi
-
-    _VP = ctypes.c_void_p
-    _DATA = ctypes.PYFUNCTYPE(_VP, _VP, _VP)(("wasmtime_memory_data", _wffi.dll))
-    _DATA_SIZE = ctypes.PYFUNCTYPE(ctypes.c_size_t, _VP, _VP)(("wasmtime_memory_data_size", _wffi.dll))
-    # ctypes.memmove releases the GIL around every copy; a host function's copies are small.
-    _MEMMOVE = ctypes.PYFUNCTYPE(_VP, _VP, ctypes.c_char_p, ctypes.c_size_t)(
-        ctypes._memmove_addr)  # type: ignore[attr-defined]
-    FAST_MEMORY_AVAILABLE = hasattr(wasmtime.Store, "_context")
-except (ImportError, AttributeError, OSError):  # pragma: no cover - depends on the installed wasmtime
-    FAST_MEMORY_AVAILABLE = False
 
 
 class GuestFault(Exception):
@@ -48,22 +37,28 @@ class GuestFault(Exception):
 class GuestMemory:
     """The `memory` export of one instance, seen through one store."""
 
-    __slots__ = ("_memory", "_store", "_context", "_raw", "_fast")
+    __slots__ = ("_memory", "_store", "_context", "_raw", "_fast", "_data", "_data_size", "_memmove")
 
     def __init__(self, memory: wasmtime.Memory, store: wasmtime.Store, fast: bool = True) -> None:
         self._memory = memory
         self._store = store
-        self._fast = fast and FAST_MEMORY_AVAILABLE and isinstance(getattr(memory, "_memory", None), ctypes.Structure)
-        if self._fast:
+        found = internals() if fast else None
+        raw = found.memory_address(memory) if found is not None else None
+        self._fast = raw is not None
+        if found is not None and raw is not None:
             # Addresses of the store's context and of the memory's handle: stable for the
             # instance's life (this object keeps both alive).
-            self._context = ctypes.cast(store._context(), ctypes.c_void_p).value
-            self._raw = ctypes.addressof(memory._memory)
+            self._context = found.context_address(store)
+            self._raw = raw
+            # The prototypes, each read into a local before its call: `self._f(...)` would
+            # be a slower, unspecialized method lookup in CPython.
+            self._data, self._data_size, self._memmove = found.memory_data, found.memory_data_size, found.memmove
 
     @property
     def size(self) -> int:
         if self._fast:
-            return int(_DATA_SIZE(self._context, self._raw))
+            data_size = self._data_size
+            return int(data_size(self._context, self._raw))
         return self._memory.data_len(self._store)
 
     def _address(self, ptr: int, length: int, what: str) -> int:
@@ -71,12 +66,13 @@ class GuestMemory:
         ptr &= 0xFFFF_FFFF
         length &= 0xFFFF_FFFF
         if self._fast:
-            size = _DATA_SIZE(self._context, self._raw)
+            data_size, data = self._data_size, self._data
+            size = data_size(self._context, self._raw)
             if ptr + length > size:
                 raise GuestFault(
                     f"{what}: range [{ptr}, {ptr + length}) is outside guest memory of {size} bytes"
                 )
-            return int(_DATA(self._context, self._raw) or 0) + ptr
+            return int(data(self._context, self._raw) or 0) + ptr
         size = self._memory.data_len(self._store)
         if ptr + length > size:
             raise GuestFault(
@@ -109,7 +105,8 @@ class GuestMemory:
         if not data:
             return
         if self._fast and type(data) is bytes:
-            _MEMMOVE(self._address(ptr, len(data), what), data, len(data))
+            memmove = self._memmove
+            memmove(self._address(ptr, len(data), what), data, len(data))
             return
         ctypes.memmove(self._address(ptr, len(data), what), data, len(data))
 

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from wasm_scheduler.actors.fast_call import FAST_PATH_AVAILABLE
 from wasm_scheduler.actors.guest_instance import GuestInstance
 from wasm_scheduler.actors.handle import EmptyHandle
+from wasm_scheduler.actors.wasmtime_internals import internals
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
@@ -86,22 +86,22 @@ def call_overhead(compiler: GuestCompiler, nodes: int = 2000, samples: int = 9) 
               "floor": round(_best(samples, raw), 3)}
     result["ratio"] = round(result["host"] / result["floor"], 2)
     result["single_ratio"] = round(result["single"] / result["floor"], 2)
-    result["fast_path"] = FAST_PATH_AVAILABLE and compiler.fast_calls
+    result["fast_path"] = compiler.fast_calls and internals() is not None
     return result
 
 
 def _floor_caller(inst: GuestInstance) -> Callable[[], Any]:
     """The no-op `filter` of `inst`, called through wasmtime's C API with ctypes, nothing else."""
-    from wasmtime import _ffi
-
+    found = internals()
+    if found is None:
+        raise RuntimeError("the raw floor needs wasmtime-py's private bindings, which this wasmtime lacks")
     store = inst._store  # the benchmark reaches into the instance on purpose
     func = inst._funcs["filter"].func
-    vp = ctypes.c_void_p
-    call = ctypes.CFUNCTYPE(vp, vp, vp, vp, ctypes.c_size_t, vp)(("wasmtime_func_call_unchecked", _ffi.dll))
-    context = ctypes.cast(store._context(), vp).value
-    func_addr = ctypes.addressof(func._func)
-    values = (_ffi.wasmtime_val_raw_t * 1)()
-    trap = vp(None)
+    call = found.func_call_unchecked
+    context = found.context_address(store)
+    func_addr = found.func_address(func)
+    values = (found.val_raw * 1)()
+    trap = ctypes.c_void_p(None)
     values_addr, trap_addr = ctypes.addressof(values), ctypes.addressof(trap)
 
     def floor() -> Any:
