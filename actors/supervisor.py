@@ -108,7 +108,7 @@ class GetCounts:
 
 @dataclass(frozen=True, slots=True)
 class GetPlacement:
-    """Where each live actor is, for tests: instance id -> "idle"/"slot"/"binding"/"lent"."""
+    """Where each live actor is: instance id -> "idle"/"slot"/"binding"/"lent" (inspection)."""
 
 
 @dataclass(frozen=True, slots=True)

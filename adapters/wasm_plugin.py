@@ -196,22 +196,26 @@ class WasmPlugin:
     def extension_points(self) -> frozenset[str]:
         return frozenset(p for p in (*POINT_EXPORTS, "unreserve") if self.implements(p))
 
+    # --- inspection: the supervisor's answers, for operators and tests -----------------
+
     def counts(self) -> PoolCounts:
+        """How many instances are idle, assigned, lent; started, discarded, reaped."""
         counts: PoolCounts = self._ask_supervisor(GetCounts())
         return counts
 
     def placement(self) -> dict[str, str]:
+        """Instance id -> where it is now ("idle", "slot", "binding", "lent")."""
         placement: dict[str, str] = self._ask_supervisor(GetPlacement())
         return placement
 
     def assignment(self, pod: KubeObject, binding: bool = False) -> Assigned | Lost:
-        """The supervisor's word on which actor serves `pod` now (after every transition
-        the facade has made, including those it holds back); `binding`: for a call of the
-        pod's binding cycle."""
+        """The supervisor's word on which actor serves `pod` now; `binding`: for a call of
+        the pod's binding cycle."""
         answer: Assigned | Lost = self._ask_supervisor(Route(*pod_key(pod), binding_first=binding))
         return answer
 
     def reap(self) -> int:
+        """Stop idle instances beyond `pool.minIdle` now (a timer does it after `idleSeconds`)."""
         reaped: int = self._ask_supervisor(Reap())
         return reaped
 
@@ -485,7 +489,9 @@ class WasmPlugin:
         self._to_binding(uid, name)
 
     def release(self, pod: KubeObject, why: str) -> None:
-        """End the pod's cycle without a guest call (the framework gave up on the pod)."""
+        """End the pod's cycle without a guest call: the HTTP extender gave up on a pod it
+        held for its bind (it never came, or the pod was filtered again). The scheduling
+        loop never needs this: the next pod's PreFilter takes over a rejected pod's slot."""
         uid, name = pod_key(pod)
         self._release(uid, name, why)
 
