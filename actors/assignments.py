@@ -35,11 +35,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from wasm_scheduler.framework_api import BINDING_CYCLE_EXPORTS
+
 #: What a pod's assignment becomes when its instance is discarded: calls of its cycle get Error.
 TOMBSTONE = ""
 
-#: Guest exports that run after Permit (see `moves_to_binding`).
-BINDING_CYCLE_EXPORTS = frozenset({"prebind", "bind", "postbind", "unreserve"})
 
 
 def moves_to_binding(exports: frozenset[str]) -> bool:

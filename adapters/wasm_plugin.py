@@ -100,9 +100,10 @@ if TYPE_CHECKING:  # the framework package imports this module
 
 log = structlog.get_logger("adapters.wasm_plugin")
 
-#: Framework extension point -> guest export (Unreserve has none of its own: Reserve's
-#: lifecycle always releases).
-POINT_EXPORTS: Mapping[str, str] = {point.name: point.export for point in POINTS if point.name != "unreserve"}
+#: Framework extension point -> the guest exports that implement it (Unreserve is left
+#: out: it is implemented whatever the guest exports, as Reserve's lifecycle always releases).
+POINT_EXPORTS: Mapping[str, tuple[str, ...]] = {point.name: point.exports for point in POINTS
+                                                if point.name != "unreserve"}
 
 
 class Named(Protocol):
@@ -187,10 +188,7 @@ class WasmPlugin:
             return True
         if point == "unreserve":
             return True  # Reserve is a lifecycle point; its Unreserve always releases
-        if point == "pre_filter_extensions":
-            return bool({"addpod", "removepod"} & self.guest.exports)
-        export = POINT_EXPORTS.get(point, "")
-        return bool(export) and export in self.guest.exports
+        return any(export in self.guest.exports for export in POINT_EXPORTS.get(point, ()))
 
     @property
     def extension_points(self) -> frozenset[str]:

@@ -302,10 +302,18 @@ class ExtensionPoint:
 
     #: The framework's name for it (snake_case: "pre_filter").
     name: str
-    #: The guest export that implements it ("" when a wasm guest cannot).
-    export: str
+    #: kube-scheduler's name of each call it makes ("PreFilter"; "AddPod" and "RemovePod"
+    #: for the PreFilter extensions), as the framework logs and times them.
+    labels: tuple[str, ...]
+    #: The guest exports that implement it (any one of them will do; none: a wasm guest cannot).
+    exports: tuple[str, ...]
+    #: The plugin methods a native plugin overrides to implement it (any one of them).
+    methods: tuple[str, ...]
     #: What one call of the point answers (None: nothing).
     result: type | None
+    #: The pod's cycle it runs in: "scheduling", "binding" (Unreserve too: it may come
+    #: after Permit), or "" (outside any pod's cycle).
+    cycle: str
     #: Called for each candidate node (batched over the nodes).
     per_node: bool = False
     #: Carries the pod's assignment lifecycle: a wasm plugin always takes part in it.
@@ -315,23 +323,35 @@ class ExtensionPoint:
     config: str = ""
 
 
-#: Every extension point, in kube-scheduler's order.
+_S, _B = "scheduling", "binding"
+
+#: Every extension point, in kube-scheduler's order: the one table of them; every other
+#: table of points is derived from it.
 POINTS: Final[tuple[ExtensionPoint, ...]] = (
-    ExtensionPoint("queue_sort", "", bool, config="queueSort"),
-    ExtensionPoint("pre_filter", "prefilter", PreFilterResult, lifecycle=True, config="preFilter"),
-    ExtensionPoint("filter", "filter", FilterResult, per_node=True, config="filter"),
-    ExtensionPoint("pre_filter_extensions", "addpod", Status),
-    ExtensionPoint("post_filter", "postfilter", PostFilterResult, config="postFilter"),
-    ExtensionPoint("pre_score", "prescore", Status, config="preScore"),
-    ExtensionPoint("score", "score", ScoreResult, per_node=True, config="score"),
-    ExtensionPoint("normalize_score", "normalizescore", NormalizeScoreResult),
-    ExtensionPoint("reserve", "reserve", Status, lifecycle=True, config="reserve"),
-    ExtensionPoint("unreserve", "unreserve", None),
-    ExtensionPoint("permit", "permit", PermitResult, lifecycle=True, config="permit"),
-    ExtensionPoint("pre_bind", "prebind", Status, config="preBind"),
-    ExtensionPoint("bind", "bind", Status, config="bind"),
-    ExtensionPoint("post_bind", "postbind", None, lifecycle=True, config="postBind"),
-    ExtensionPoint("enqueue_extensions", "enqueue", tuple),
+    ExtensionPoint("queue_sort", ("QueueSort",), (), ("less",), bool, "", config="queueSort"),
+    ExtensionPoint("pre_filter", ("PreFilter",), ("prefilter",), ("pre_filter",), PreFilterResult, _S,
+                   lifecycle=True, config="preFilter"),
+    ExtensionPoint("filter", ("Filter",), ("filter",), ("filter", "filter_nodes"), FilterResult, _S,
+                   per_node=True, config="filter"),
+    ExtensionPoint("pre_filter_extensions", ("AddPod", "RemovePod"), ("addpod", "removepod"),
+                   ("add_pod", "remove_pod"), Status, _S),
+    ExtensionPoint("post_filter", ("PostFilter",), ("postfilter",), ("post_filter",), PostFilterResult, _S,
+                   config="postFilter"),
+    ExtensionPoint("pre_score", ("PreScore",), ("prescore",), ("pre_score",), Status, _S, config="preScore"),
+    ExtensionPoint("score", ("Score",), ("score",), ("score", "score_nodes"), ScoreResult, _S, per_node=True,
+                   config="score"),
+    ExtensionPoint("normalize_score", ("NormalizeScore",), ("normalizescore",), ("normalize_score",),
+                   NormalizeScoreResult, _S),
+    ExtensionPoint("reserve", ("Reserve",), ("reserve",), ("reserve", "unreserve"), Status, _S, lifecycle=True,
+                   config="reserve"),
+    ExtensionPoint("unreserve", ("Unreserve",), ("unreserve",), ("reserve", "unreserve"), None, _B),
+    ExtensionPoint("permit", ("Permit",), ("permit",), ("permit",), PermitResult, _S, lifecycle=True,
+                   config="permit"),
+    ExtensionPoint("pre_bind", ("PreBind",), ("prebind",), ("pre_bind",), Status, _B, config="preBind"),
+    ExtensionPoint("bind", ("Bind",), ("bind",), ("bind",), Status, _B, config="bind"),
+    ExtensionPoint("post_bind", ("PostBind",), ("postbind",), ("post_bind",), None, _B, lifecycle=True,
+                   config="postBind"),
+    ExtensionPoint("enqueue_extensions", ("EventsToRegister",), ("enqueue",), ("events_to_register",), tuple, ""),
 )
 
 #: Every extension point's name, in kube-scheduler's order.
@@ -342,3 +362,13 @@ CONFIG_POINTS: Final[dict[str, str]] = {point.config: point.name for point in PO
 
 #: Points that carry the pod's assignment lifecycle.
 LIFECYCLE_POINTS: Final[frozenset[str]] = frozenset(point.name for point in POINTS if point.lifecycle)
+
+#: kube-scheduler's names of the calls of a pod's scheduling cycle, and of all calls of a
+#: pod's cycles in kube-scheduler's order.
+SCHEDULING_LABELS: Final[frozenset[str]] = frozenset(
+    label for point in POINTS if point.cycle == "scheduling" for label in point.labels)
+CYCLE_LABELS: Final[tuple[str, ...]] = tuple(label for point in POINTS if point.cycle for label in point.labels)
+
+#: Guest exports that may run after Permit, in the pod's binding cycle.
+BINDING_CYCLE_EXPORTS: Final[frozenset[str]] = frozenset(
+    export for point in POINTS if point.cycle == "binding" for export in point.exports)

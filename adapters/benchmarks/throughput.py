@@ -56,6 +56,7 @@ from wasm_scheduler.adapters.framework.pods import KubeObject, pod_uid
 from wasm_scheduler.adapters.framework.results import PodStatus
 from wasm_scheduler.adapters.framework.scheduler import Scheduler, SchedulerOptions
 from wasm_scheduler.adapters.framework.simulation import examples_dir
+from wasm_scheduler.framework_api import CYCLE_LABELS, SCHEDULING_LABELS
 from wasm_scheduler.registry.compiler import GuestCompiler
 
 VARIANTS: tuple[str, ...] = ("baseline", "native", "wasm", "extender", "extender-names")
@@ -65,11 +66,9 @@ CUSTOM_PLUGIN = {"baseline": "", "native": "NodeNumber", "wasm": "NodeNumber", "
 #: Extender variant -> its ``nodeCacheCapable``.
 NODE_CACHE_CAPABLE = {"extender": False, "extender-names": True}
 #: Points of the scheduling cycle: the scheduling loop waits for them (binding cycles run beside it).
-SCHEDULING_POINTS = frozenset({"PreFilter", "Filter", "AddPod", "RemovePod", "PostFilter", "PreScore", "Score",
-                               "NormalizeScore", "Reserve", "Permit"})
+SCHEDULING_POINTS = SCHEDULING_LABELS
 #: Extension points in kube-scheduler's order, for the report.
-POINT_ORDER = ("PreFilter", "Filter", "AddPod", "RemovePod", "PostFilter", "PreScore", "Score", "NormalizeScore",
-               "Reserve", "Unreserve", "Permit", "PreBind", "Bind", "PostBind")
+POINT_ORDER = CYCLE_LABELS
 
 #: A progress report: (steps done, all steps, what was just done).
 Progress = Callable[[int, int, str], None]

@@ -25,6 +25,7 @@ from wasm_scheduler.framework_api import (
     DEFAULT_CLUSTER_EVENTS,
     MAX_NODE_SCORE,
     POINT_NAMES,
+    POINTS,
     SUCCESS,
     ClusterEvent,
     Code,
@@ -93,23 +94,7 @@ class PluginContext:
 
 
 #: Extension point -> the methods whose override means the point is implemented.
-_OVERRIDES: Mapping[str, tuple[str, ...]] = {
-    "queue_sort": ("less",),
-    "pre_filter": ("pre_filter",),
-    "filter": ("filter", "filter_nodes"),
-    "pre_filter_extensions": ("add_pod", "remove_pod"),
-    "post_filter": ("post_filter",),
-    "pre_score": ("pre_score",),
-    "score": ("score", "score_nodes"),
-    "normalize_score": ("normalize_score",),
-    "reserve": ("reserve", "unreserve"),
-    "unreserve": ("reserve", "unreserve"),
-    "permit": ("permit",),
-    "pre_bind": ("pre_bind",),
-    "bind": ("bind",),
-    "post_bind": ("post_bind",),
-    "enqueue_extensions": ("events_to_register",),
-}
+_OVERRIDES: Mapping[str, tuple[str, ...]] = {point.name: point.methods for point in POINTS}
 
 
 class NativePlugin:
