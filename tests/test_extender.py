@@ -23,8 +23,9 @@ import structlog.testing
 
 from tests.conftest import GUESTS
 from wasm_scheduler.adapters.extender.binder import KubernetesBinder
+from wasm_scheduler.adapters.extender.nodes import NodeCache
 from wasm_scheduler.adapters.extender.server import ExtenderServer
-from wasm_scheduler.adapters.extender.service import ExtenderService, NodeCache, WeightedPlugin
+from wasm_scheduler.adapters.extender.service import ExtenderService, WeightedPlugin
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig, PoolConfig
@@ -385,7 +386,7 @@ def _bind_held_in_the_binder(ext: Extender, p: dict[str, Any], pool: ThreadPoolE
     binder = ext.service.binder = _HeldBinder(ext.service.binder)
     assert ext.post("filter", args_with_names(p))[0] == 200
     assert ext.post("prioritize", args_with_names(p))[0] == 200
-    first_bind = pool.submit(ext.post, "bind", binding(p, "node-1"))
+    first_bind = pool.submit(ext.post, "bind", binding(p, "node-2"))
     assert binder.entered.wait(10)
     return binder, first_bind
 
@@ -411,7 +412,7 @@ def test_no_cycle_of_a_pod_starts_while_its_last_bind_runs(extender) -> None:
     status, result = ext.post("filter", args_with_names(p))  # the retry, after the old bind
     assert status == 200 and not result.get("Error"), result
     assert ext.post("prioritize", args_with_names(p))[0] == 200
-    assert ext.post("bind", binding(p, "node-1")) == (200, {"Error": ""})
+    assert ext.post("bind", binding(p, "node-2")) == (200, {"Error": ""})
     for name, counts in ext.counts().items():
         assert counts.binding == 0 and counts.discarded == 0 and counts.balanced, (name, counts)
 

@@ -22,8 +22,9 @@ from structlog.testing import LogCapture
 
 from tests.conftest import GUESTS
 from tests.kube_scheduler_driver import ExtenderConfig, KubeSchedulerDriver
+from wasm_scheduler.adapters.extender.nodes import NodeCache
 from wasm_scheduler.adapters.extender.server import ExtenderServer
-from wasm_scheduler.adapters.extender.service import ExtenderService, NodeCache, WeightedPlugin
+from wasm_scheduler.adapters.extender.service import ExtenderService, WeightedPlugin
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig

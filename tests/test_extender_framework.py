@@ -17,7 +17,8 @@ import pytest
 
 from tests.conftest import wat_guest
 from wasm_scheduler.adapters.extender import protocol
-from wasm_scheduler.adapters.extender.service import ExtenderCallError, ExtenderService, NodeCache, WeightedPlugin
+from wasm_scheduler.adapters.extender.nodes import NodeCache, RequestHandle
+from wasm_scheduler.adapters.extender.service import ExtenderCallError, ExtenderService, WeightedPlugin
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
@@ -62,6 +63,45 @@ SCORES_200 = """
   (func (export "score") (result i64) (i64.shl (i64.const 200) (i64.const 32))))
 """
 
+#: PreFilter rejects the pod (Unschedulable); Filter passes.
+REJECTS_AT_PREFILTER = """
+(module
+  (memory (export "memory") 1)
+  (func (export "prefilter") (result i32) (i32.const 2))
+  (func (export "filter") (result i32) (i32.const 0)))
+"""
+
+#: PreFilter answers Error.
+ERRS_AT_PREFILTER = """
+(module
+  (memory (export "memory") 1)
+  (func (export "prefilter") (result i32) (i32.const 1)))
+"""
+
+#: PreFilter allows node-0 only; Filter passes.
+ONLY_NODE_0 = """
+(module
+  (import "k8s.io/scheduler" "result.node_names" (func $names (param i32 i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "node-0\\00")
+  (func (export "prefilter") (result i32) (call $names (i32.const 0) (i32.const 7)) (i32.const 0))
+  (func (export "filter") (result i32) (i32.const 0)))
+"""
+
+#: Filter passes a node only when the guest can read its object through the handle.
+READS_NODE = """
+(module
+  (import "k8s.io/scheduler" "currentNodeName" (func $current (param i32 i32) (result i32)))
+  (import "k8s.io/api" "node" (func $node (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 2)
+  (func (export "prefilter") (result i32) (i32.const 0))
+  (func (export "filter") (result i32)
+    (local $n i32)
+    (local.set $n (call $current (i32.const 0) (i32.const 256)))
+    (if (result i32) (i32.eqz (call $node (i32.const 0) (local.get $n) (i32.const 1024) (i32.const 60000)))
+      (then (i32.const 3)) (else (i32.const 0)))))
+"""
+
 #: Filter rejects every node; there is no AddPod or RemovePod.
 REJECTS_ALL = """
 (module
@@ -83,16 +123,43 @@ def args(p: dict[str, Any]) -> protocol.ExtenderArgs:
     return protocol.ExtenderArgs.decode({"Pod": p, "NodeNames": NODES})
 
 
+def preempt(p: dict[str, Any], *nodes: str) -> protocol.PreemptionArgs:
+    return protocol.PreemptionArgs.decode(
+        {"Pod": p, "NodeNameToVictims": {n: {"Pods": [pod(f"victim-{n}")], "NumPDBViolations": 0} for n in nodes}})
+
+
+def binding(name: str, node_name: str = "node-0") -> protocol.BindingArgs:
+    return protocol.BindingArgs.decode({"PodName": name, "PodNamespace": "ns", "PodUID": f"uid-{name}",
+                                        "Node": node_name})
+
+
+class Binder:
+    """Records the Bindings it is asked for (or raises, to stand for a bug)."""
+
+    def __init__(self, raises: bool = False) -> None:
+        self.calls: list[str] = []
+        self.raises = raises
+
+    def bind(self, namespace: str, name: str, uid: str, node_name: str) -> str:
+        if self.raises:
+            raise ConnectionError("the API server went away")
+        self.calls.append(f"{namespace}/{name} -> {node_name}")
+        return ""
+
+
 @pytest.fixture
 def service(compiler: GuestCompiler) -> Iterator[Callable[..., tuple[ExtenderService, list[WasmPlugin]]]]:
     made: list[tuple[ExtenderService, list[WasmPlugin]]] = []
 
-    def make(*wats: tuple[str, str]) -> tuple[ExtenderService, list[WasmPlugin]]:
+    def make(*wats: tuple[str, str], cache: bool = True,
+             **options: Any) -> tuple[ExtenderService, list[WasmPlugin]]:
         plugins = [WasmPlugin(wat_guest(compiler, name, wat), PluginConfig(name, f"{name}.wat"))
                    for name, wat in wats]
-        cache = NodeCache(lambda: ([node(n) for n in NODES], []))
-        cache.refresh()
-        made.append((ExtenderService([WeightedPlugin(p) for p in plugins], cache), plugins))
+        nodes = None
+        if cache:
+            nodes = NodeCache(lambda: ([node(n) for n in NODES], []))
+            nodes.refresh()
+        made.append((ExtenderService([WeightedPlugin(p) for p in plugins], nodes, **options), plugins))
         return made[-1]
 
     yield make
@@ -154,3 +221,84 @@ def test_node_infos_are_made_once_per_node_object_of_the_node_cache(service) -> 
     assert after[1].node is changed["node-1"] and after[1] is not first[1]
     changed["node-2"] = {"metadata": {"name": "node-2", "labels": {"edited": "in place"}}}
     assert svc._nodes_for(args(pod("d")))[2].node is changed["node-2"]
+
+
+def test_preempt_fails_every_node_when_a_filter_plugins_prefilter_never_ran(service) -> None:
+    # kube-scheduler runs that plugin's Filter in preemption, and it fails without the
+    # state its PreFilter would have written: no node fits, whatever victims go.
+    plugins = (("rejects", REJECTS_AT_PREFILTER), ("rejects-all", REJECTS_ALL))
+    svc, _ = service(*plugins)
+    p = pod("a")
+    result = svc.filter(args(p))
+    assert result["NodeNames"] == [] and set(result["FailedNodes"]) == set(NODES)
+    assert svc.preempt(preempt(p, "node-1"))["NodeNameToMetaVictims"] == {}
+    first, _ = service(*plugins)
+    assert first.preempt(preempt(pod("b"), "node-1"))["NodeNameToMetaVictims"] == {}  # preempt begins the cycle
+
+
+def test_preempt_that_begins_a_cycle_heeds_its_prefilter(service) -> None:
+    errs, _ = service(("errs", ERRS_AT_PREFILTER))
+    with pytest.raises(ExtenderCallError, match="PreFilter"):
+        errs.preempt(preempt(pod("a"), "node-1"))
+    subset, _ = service(("only-node-0", ONLY_NODE_0))
+    kept = subset.preempt(preempt(pod("b"), "node-0", "node-1", "node-2"))["NodeNameToMetaVictims"]
+    assert list(kept) == ["node-0"]
+
+
+def test_a_bind_goes_only_to_a_node_that_passed_the_filter(service) -> None:
+    binder = Binder()
+    svc, _ = service(("rejects-all", REJECTS_ALL), binder=binder)
+    assert svc.filter(args(pod("a")))["NodeNames"] == []
+    answer = svc.bind(binding("a", "node-1"))  # the cycle still has the slot, but no node passed
+    assert "did not pass this extender's filter" in answer["Error"]
+    ok, _ = service(("only-node-0", ONLY_NODE_0), binder=binder)
+    assert ok.filter(args(pod("b")))["NodeNames"] == ["node-0"]
+    assert "node node-2 did not pass" in ok.bind(binding("b", "node-2"))["Error"]
+    assert ok.bind(binding("b", "node-0")) == {"Error": ""}  # the refusal left the pod held
+    assert binder.calls == ["ns/b -> node-0"]
+
+
+def test_without_a_filter_verb_a_pod_its_prefilter_rejects_is_never_bound(service) -> None:
+    binder = Binder()
+    svc, (plugin,) = service(("rejects", REJECTS_AT_PREFILTER), binder=binder)
+    with pytest.raises(ExtenderCallError, match="PreFilter of rejects"):
+        svc.prioritize(args(pod("a")))  # the cycle begins here; kube-scheduler ignores the error
+    answer = svc.bind(binding("a"))
+    assert "PreFilter of rejects" in answer["Error"] and binder.calls == []
+    assert svc.awaiting_bind() == 0 and plugin.counts().binding == 0
+
+
+def test_a_prioritize_after_its_pods_cycle_ended_begins_no_cycle(service) -> None:
+    svc, (plugin,) = service(("binds-with-skip", BINDS_WITH_SKIP), binder=Binder())
+    a = pod("a")
+    svc.filter(args(a))
+    assert svc.bind(binding("a")) == {"Error": ""}
+    with pytest.raises(ExtenderCallError, match="no scheduling cycle"):
+        svc.prioritize(args(a))  # late: kube-scheduler's call timed out, the pod is bound
+    assert svc.awaiting_bind() == 0 and plugin.counts().binding == 0
+
+
+def test_preempt_without_a_node_cache_shows_guests_the_nodes_requests_carried(service) -> None:
+    svc, _ = service(("reads-node", READS_NODE), cache=False)
+    p = pod("a")
+    svc.filter(protocol.ExtenderArgs.decode({"Pod": p, "Nodes": {"items": [node(n) for n in NODES]}}))
+    kept = svc.preempt(preempt(p, "node-1"))["NodeNameToMetaVictims"]
+    assert list(kept) == ["node-1"]  # the guest read node-1's object: it came with the filter
+
+
+def test_an_exception_in_the_binding_cycle_releases_every_instance(service) -> None:
+    svc, plugins = service(("rejects-nothing", BINDS_WITH_SKIP), ("keeps", BINDS_WITH_SKIP),
+                           binder=Binder(raises=True))
+    svc.filter(args(pod("a")))
+    answer = svc.bind(binding("a"))
+    assert answer["Error"].startswith("internal error (error id ")
+    for plugin in plugins:
+        counts = plugin.counts()
+        assert (counts.binding, counts.idle) == (0, 1), (plugin.name, counts)
+
+
+def test_a_request_handle_finds_a_node_without_building_the_snapshot_view() -> None:
+    nodes = {f"n-{i}": node(f"n-{i}") for i in range(1000)}
+    handle = RequestHandle(nodes, {})
+    assert handle.get_node("n-7") is nodes["n-7"] and handle._view is None
+    assert handle.image_states("n-7") == {} and handle._view is not None

@@ -13,7 +13,7 @@ import yaml
 from structlog.testing import capture_logs
 
 from wasm_scheduler.adapters.extender.command import node_cache_from
-from wasm_scheduler.adapters.extender.service import NodeCache
+from wasm_scheduler.adapters.extender.nodes import NodeCache
 from wasm_scheduler.adapters.extender.snapshot_reload import SnapshotReloader
 from wasm_scheduler.adapters.framework.errors import UserError
 

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from wasm_scheduler.adapters.benchmarks.workload import node, pod
+from wasm_scheduler.adapters.extender.nodes import NodeCache
 from wasm_scheduler.adapters.extender.server import ExtenderServer
-from wasm_scheduler.adapters.extender.service import ExtenderService, NodeCache, WeightedPlugin
+from wasm_scheduler.adapters.extender.service import ExtenderService, WeightedPlugin
 from wasm_scheduler.adapters.framework.simulation import examples_dir
 from wasm_scheduler.adapters.logs import configure_logging
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin

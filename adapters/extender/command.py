@@ -21,6 +21,7 @@ from pathlib import Path
 import structlog
 
 from wasm_scheduler.adapters.extender.binder import Binder, KubernetesBinder, NoBinder, find_kubeconfig
+from wasm_scheduler.adapters.extender.nodes import NodeCache, NodeSource
 from wasm_scheduler.adapters.extender.server import (
     DEFAULT_BACKLOG,
     DEFAULT_DRAIN_S,
@@ -33,7 +34,7 @@ from wasm_scheduler.adapters.extender.server import (
     read_token,
     tls_context,
 )
-from wasm_scheduler.adapters.extender.service import ExtenderService, NodeCache, NodeSource, WeightedPlugin
+from wasm_scheduler.adapters.extender.service import ExtenderService, WeightedPlugin
 from wasm_scheduler.adapters.extender.snapshot_reload import DEFAULT_POLL_S, SnapshotReloader
 from wasm_scheduler.adapters.framework.config import SchedulerConfig, load_config
 from wasm_scheduler.adapters.framework.errors import UserError

@@ -17,7 +17,8 @@ kube-scheduler's rules for it, as in-process: the first PreFilter rejection stop
 point, a Skip at PreFilter or PreScore skips that plugin's Filter or Score for the rest
 of the pod's cycle (its `CycleState` lives from the filter that began the cycle to
 the bind, each request lending it its own handle), scores outside 0..100 are an
-error, and a failed binding cycle runs every Reserve plugin's Unreserve.
+error, and a failed binding cycle (an exception included) runs every Reserve plugin's
+Unreserve. `nodes` has where the nodes come from and what a request's guests read.
 
 When an instance moves to binding (`docs/extender.md` has kube-scheduler's call order):
 the protocol has no Permit signal, kube-scheduler starts the next pod's filter before
@@ -35,9 +36,13 @@ pod's cycle for long, and every held pod counts against the plugin's
 error instead of starting one more.
 
 A bind runs only for a pod this extender scheduled: one it holds (or whose cycle still
-has the slot) under the same namespace, name and UID. A bind of any other pod (the
-extender restarted, or the bind came after the bind timeout) answers an error, so
-kube-scheduler unreserves and retries the pod: nothing is bound behind a guest's back.
+has the slot) under the same namespace, name and UID, on a node that passed its filter.
+A bind of any other pod (the extender restarted, or the bind came after the bind
+timeout), or to any other node, answers an error, so kube-scheduler unreserves and
+retries the pod: nothing is bound behind a guest's back. A prioritize for a pod with no
+cycle here (it came after the pod's bind) answers an error too, once a filter has come:
+only without a filter verb does prioritize begin a cycle. Preempt may begin one (it can
+be the first call of a cycle whose in-tree filters left no node).
 
 Two cycles of one pod never overlap: a verb that would start a cycle of a pod whose
 last bind still runs (kube-scheduler gave up on that bind when its HTTP call timed out)
@@ -47,28 +52,33 @@ Assignments are kept by pod, so overlapping cycles could not tell their calls ap
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
 from wasm_scheduler.actors.handle import KubeObject
 from wasm_scheduler.adapters.extender import protocol
 from wasm_scheduler.adapters.extender.binder import Binder, NoBinder
+from wasm_scheduler.adapters.extender.nodes import (
+    KnownNodes,
+    NodeCache,
+    NodeSource,
+    RequestHandle,
+    RequestNode,
+    request_nodes,
+)
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.framework import Framework
 from wasm_scheduler.adapters.framework.profile import framework_of
-from wasm_scheduler.adapters.framework.resources import Resources
-from wasm_scheduler.adapters.framework.snapshot import NodeInfo, SnapshotView
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin, pod_key
-from wasm_scheduler.framework_api import MAX_NODE_SCORE, Code, NodeScore, Status
+from wasm_scheduler.framework_api import MAX_NODE_SCORE, SUCCESS, Code, Status
 
 log = structlog.get_logger("adapters.extender")
-
-#: The allocatable of a node a request carries (the extender does not count resources).
-_NOT_COUNTED = Resources()
 
 
 @dataclass(frozen=True)
@@ -77,95 +87,37 @@ class WeightedPlugin:
     weight: int = 1
 
 
-class RequestHandle:
-    """The FrameworkHandle of one request: the nodes it carries (or the cached ones).
-
-    The snapshot view (by name, for image states) is built only when a guest asks for
-    it: most requests never read a node object. A binding cycle's handle gets node
-    objects only, and makes their NodeInfo only then."""
-
-    def __init__(self, nodes: Sequence[KubeObject], pods_by_uid: Mapping[str, KubeObject],
-                 infos: Sequence[NodeInfo] | None = None) -> None:
-        self._nodes = tuple(nodes)
-        self._infos = infos
-        self._view: SnapshotView | None = None
-        self._pods = pods_by_uid
-        self.events: list[Mapping[str, Any]] = []
-
-    @property
-    def view(self) -> SnapshotView:
-        if self._view is None:
-            infos = self._infos if self._infos is not None else _node_infos(self._nodes)
-            self._view = SnapshotView(infos, 0)
-        return self._view
-
-    def get_node(self, name: str) -> KubeObject | None:
-        info = self.view.get(name)
-        return info.node if info else None
-
-    def list_nodes(self) -> Sequence[KubeObject]:
-        return self._nodes
-
-    def image_states(self, node_name: str) -> Mapping[str, Mapping[str, int]]:
-        return self.view.image_states(node_name)
-
-    def record_event(self, event: Mapping[str, Any]) -> None:
-        self.events.append(event)
-
-    def get_waiting_pod(self, uid: str) -> KubeObject | None:
-        return None  # the extender protocol has no waiting pods
-
-    def reject_waiting_pod(self, uid: str, plugin: str, reason: str) -> bool:
-        return False
-
-
-def _node_infos(nodes: Sequence[KubeObject]) -> list[NodeInfo]:
-    return [NodeInfo(node, _NOT_COUNTED) for node in nodes]
-
-
-class NodeSource(Protocol):
-    """Where node-cache-capable requests find node objects (and preemption its victims)."""
-
-    @property
-    def nodes(self) -> Mapping[str, KubeObject]: ...
-
-    @property
-    def pods(self) -> Mapping[str, KubeObject]: ...
-
-    def refresh(self) -> None:
-        """Asked when a request names a node the source does not know; must not block long."""
-
-    def close(self) -> None: ...
-
-
 @dataclass
-class NodeCache:
-    """Node objects for node-cache-capable mode from a loader (a `NodeSource`); the file-backed
-    one that reloads in the background is `snapshot_reload.SnapshotReloader`."""
+class _Cycle:
+    """One pod's scheduling cycle here, from the verb that began it (its PreFilter) to its
+    bind. It keeps no request's nodes: its binding cycle reads the latest object of each
+    node (`ExtenderService._bind_nodes`), so held pods cost no node list each."""
 
-    load: Callable[[], tuple[Sequence[KubeObject], Sequence[KubeObject]]] = lambda: ((), ())
-    nodes: dict[str, KubeObject] = field(default_factory=dict)
-    pods: dict[str, KubeObject] = field(default_factory=dict)
-
-    def refresh(self) -> None:
-        nodes, pods = self.load()
-        self.nodes = {n["metadata"]["name"]: n for n in nodes}
-        self.pods = {str(p.get("metadata", {}).get("uid", "")): p for p in pods}
-
-    def close(self) -> None:
-        pass
+    pod: KubeObject
+    uid: str
+    #: Its CycleState (what its plugins asked to skip), with no request's handle.
+    state: CycleState
+    #: What PreFilter said, and the nodes it allows (None: all).
+    pre_filter: Status = SUCCESS
+    subset: frozenset[str] | None = None
+    #: The nodes its bind may name: those that passed its filter (or that its prioritize
+    #: scored, when no filter verb began the cycle).
+    feasible: frozenset[str] = frozenset()
 
 
 @dataclass
 class _AwaitingBind:
-    """A pod held for its bind. It keeps no node list: its binding cycle reads the latest
-    object of each node (`ExtenderService._bind_nodes`), so held pods cost no request's
-    node list each."""
+    """A pod held for its bind, until `deadline`."""
 
-    pod: KubeObject
+    cycle: _Cycle
     deadline: float
-    #: The cycle state of the pod's scheduling cycle (its plugins' Skips), for its binding cycle.
-    state: CycleState
+
+
+def _why(point: str, status: Status) -> str:
+    """A failed point's status as an extender error: Error statuses already say where."""
+    if status.code == Code.ERROR and status.reason:
+        return status.reason
+    return f"{point} of {status.plugin or 'a plugin'}: {status.reason or status.code.label}"
 
 
 class ExtenderService:
@@ -182,7 +134,8 @@ class ExtenderService:
     ) -> None:
         self.plugins = list(plugins)
         #: The points of every plugin, run with kube-scheduler's rules.
-        self.framework = framework_of("extender", [(wp.plugin, wp.weight) for wp in self.plugins])
+        self.framework: Framework[RequestNode] = framework_of("extender", [(wp.plugin, wp.weight)
+                                                                           for wp in self.plugins])
         self.node_cache: NodeSource = node_cache or NodeCache()
         self.binder: Binder = binder or NoBinder()
         self.expect_bind = expect_bind
@@ -190,6 +143,8 @@ class ExtenderService:
         self.clock = clock
         # Adapter bookkeeping shared by the HTTP threads (no guest instance behind it).
         self._lock = threading.Lock()
+        #: The cycle that has the scheduling slot now (begun, not held for its bind).
+        self._slot: _Cycle | None = None
         self._awaiting: dict[str, _AwaitingBind] = {}
         #: Pods whose bind runs now (no new cycle of such a pod starts; a pod has one hold,
         #: so one bind of it at a time registers here).
@@ -197,17 +152,12 @@ class ExtenderService:
         #: Has any bind come since start? (A bind timeout with none hints at a missing bindVerb.)
         self._bind_seen = False
         self._said_no_filter = False
-        self._scheduling: str = ""  # uid of the pod whose scheduling cycle has the slot now
-        #: That pod (for a bind that comes while its cycle still has the slot), and its cycle state.
-        self._scheduling_pod: KubeObject | None = None
-        self._scheduling_state: CycleState | None = None
         #: The latest object of every node a request carried whole (not node-cache-capable):
         #: what a binding cycle's guest reads. One object a node name, however many pods wait.
         self._latest_nodes: dict[str, KubeObject] = {}
-        #: NodeInfo of the node cache's nodes by name, and the node mapping they were made of.
-        self._info_cache: dict[str, NodeInfo] = {}
-        self._info_source: Mapping[str, KubeObject] | None = None
-        #: Has any filter come since start? (A refused bind with none hints at a missing filterVerb.)
+        self._known = KnownNodes()
+        #: Has any filter come since start? (A refused bind with none hints at a missing
+        #: filterVerb; with one, a prioritize never begins a cycle.)
         self._filter_seen = False
         self._stop = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep, name="extender-bind-sweeper", daemon=True)
@@ -221,62 +171,46 @@ class ExtenderService:
 
     # --- helpers -----------------------------------------------------------------------
 
-    def _nodes_for(self, args: protocol.ExtenderArgs) -> list[NodeInfo]:
+    def _nodes_for(self, args: protocol.ExtenderArgs) -> list[RequestNode]:
         """The nodes a filter or prioritize names, as the framework takes them (nodes the
         node cache does not know are left out)."""
         if args.nodes is not None:
             self._latest_nodes.update(zip(args.node_names, args.nodes, strict=True))
-            return _node_infos(args.nodes)
+            return request_nodes(args.node_names, args.nodes)
         known = self.node_cache.nodes
         missing = [n for n in args.node_names if n not in known]
         if missing:
             self.node_cache.refresh()
             known = self.node_cache.nodes
-        return self._known_infos(args.node_names, known)
+        return self._known.of(args.node_names, known)
 
-    def _known_infos(self, names: Sequence[str], known: Mapping[str, KubeObject]) -> list[NodeInfo]:
-        """The NodeInfo of each named node the node cache knows, made once per node object:
-        a node cache is swapped whole when it reloads, which starts this cache afresh, and
-        a node whose object changed in place is made again."""
-        cache = self._info_cache
-        if self._info_source is not known:
-            cache, self._info_source = {}, known
-            self._info_cache = cache
-        infos: list[NodeInfo] = []
-        for name in names:
-            node = known.get(name)
-            if node is None:
-                continue
-            info = cache.get(name)
-            if info is None or info.node is not node:
-                info = cache[name] = NodeInfo(node, _NOT_COUNTED)
-            infos.append(info)
-        return infos
-
-    def _bind_nodes(self) -> list[KubeObject]:
+    def _bind_nodes(self) -> dict[str, KubeObject]:
         """What a binding cycle's guest reads: the latest object of every known node."""
-        return list({**self.node_cache.nodes, **self._latest_nodes}.values())
+        return {**self.node_cache.nodes, **self._latest_nodes}
 
-    def _handle(self, infos: Sequence[NodeInfo]) -> RequestHandle:
-        return RequestHandle([info.node for info in infos], self.node_cache.pods, infos)
+    def _handle(self, infos: Sequence[RequestNode]) -> RequestHandle:
+        return RequestHandle(infos, self.node_cache.pods)
 
-    def _state(self, pod: KubeObject, handle: RequestHandle) -> CycleState:
-        """The pod's cycle state for this request: the one its cycle began with (what its
-        plugins asked to skip), lent this request's handle; a new one outside a cycle."""
+    def _cycle_of(self, pod: KubeObject) -> _Cycle | None:
+        """The pod's cycle under way here (held for its bind, or in the slot), if any."""
         uid, _name = pod_key(pod)
         with self._lock:
             held = self._awaiting.get(uid)
-            began = held.state if held is not None else (
-                self._scheduling_state if self._scheduling == uid else None)
-        if began is None:
-            return CycleState(handle)
-        state = began.clone()
+            if held is not None:
+                return held.cycle
+            slot = self._slot
+            return slot if slot is not None and slot.uid == uid else None
+
+    @staticmethod
+    def _lend(cycle: _Cycle, handle: RequestHandle) -> CycleState:
+        """The cycle's state for one request, with that request's handle."""
+        state = cycle.state.clone()
         state.handle = handle
         return state
 
-    def _begin(self, pod: KubeObject, handle: RequestHandle) -> tuple[CycleState, frozenset[str] | None, Status]:
-        """A new scheduling cycle: PreFilter of every plugin (`Framework.run_pre_filter`).
-        (the cycle's state, the nodes PreFilter allows (None: all), its status)."""
+    def _begin(self, pod: KubeObject, handle: RequestHandle) -> tuple[_Cycle, CycleState]:
+        """A new scheduling cycle, in the slot: PreFilter of every plugin
+        (`Framework.run_pre_filter`). (The cycle, its state lent to this request.)"""
         uid, name = pod_key(pod)
         state = CycleState(handle)
         with self._lock:
@@ -290,13 +224,13 @@ class ExtenderService:
                 log.warning("extender.bind_still_running", pod=name, pod_uid=uid)
                 raise ExtenderCallError(f"the last bind of pod {name} is still running; retry later")
             abandoned = self._awaiting.pop(uid, None)
-            self._scheduling = uid
-            self._scheduling_pod = pod
-            self._scheduling_state = state
+            cycle = self._slot = _Cycle(pod, uid, state)
         if abandoned is not None:
-            self._release(abandoned.pod, "filtered again before bind")
-        subset, status = self.framework.run_pre_filter(state, pod)
-        return state, subset, status
+            self._release(abandoned.cycle.pod, "filtered again before bind")
+        cycle.subset, cycle.pre_filter = self.framework.run_pre_filter(state, pod)
+        cycle.state = state.clone()
+        cycle.state.handle = None  # the request's nodes are not kept with the cycle
+        return cycle, state
 
     def _release(self, pod: KubeObject, why: str) -> None:
         for wp in self.plugins:
@@ -314,72 +248,80 @@ class ExtenderService:
             failed = {n: "node unknown to the extender's node cache" for n in args.node_names if n not in known}
         unresolvable: dict[str, str] = {}
         try:
-            state, subset, status = self._begin(args.pod, self._handle(infos))
+            cycle, state = self._begin(args.pod, self._handle(infos))
         except ExtenderCallError as exc:  # the pod's last bind still runs
             return protocol.filter_result([], args.nodes, {}, {}, str(exc))
+        status, subset = cycle.pre_filter, cycle.subset
         if status.code == Code.ERROR:
             return protocol.filter_result([], args.nodes, {}, {}, status.reason)
         if not status.ok:
             target = unresolvable if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
-            reason = status.reason or f"rejected by {status.plugin} at PreFilter"
-            target.update(dict.fromkeys(names, reason))
+            target.update(dict.fromkeys(names, status.reason or f"rejected by {status.plugin} at PreFilter"))
             return protocol.filter_result([], args.nodes, failed, unresolvable)
         candidates = infos
         if subset is not None:
             candidates = [info for info in infos if info.name in subset]
             outside = (n for n in names if n not in subset)
             unresolvable.update(dict.fromkeys(outside, "node not in the PreFilter result"))
+        feasible: list[str] = []
+        if not self.framework.has("filter"):  # a scoring plugin: every candidate passes
+            feasible = [info.name for info in candidates]
+            candidates = []
         statuses, error = self.framework.run_filter(state, args.pod, candidates)
         if not error.ok:
             return protocol.filter_result([], args.nodes, {}, {}, error.reason)
-        feasible: list[str] = []
         for info in candidates:
             node_status = statuses[info.name]
-            if node_status.ok:
+            if node_status is SUCCESS or node_status.ok:  # most nodes pass: the short way first
                 feasible.append(info.name)
                 continue
             target = unresolvable if node_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
             target[info.name] = node_status.reason or f"rejected by {node_status.plugin}"
+        cycle.feasible = frozenset(feasible)
         if feasible and self.expect_bind:
             # kube-scheduler may bind now without a prioritize (one feasible node), and the
             # next pod's filter may come first: the pod's instance leaves the slot here.
-            self._hold_for_bind(args.pod)
+            self._hold_for_bind(cycle)
         return protocol.filter_result(feasible, args.nodes, failed, unresolvable)
 
     def prioritize(self, args: protocol.ExtenderArgs) -> list[dict[str, Any]]:
         infos = self._nodes_for(args)
         handle = self._handle(infos)
-        if self._in_cycle(args.pod):
-            state = self._state(args.pod, handle)
+        cycle = self._cycle_of(args.pod)
+        if cycle is not None:
+            state = self._lend(cycle, handle)
+        elif self._filter_seen:
+            # A prioritize follows its pod's filter in the same cycle: this one came after
+            # the cycle ended (the pod's bind, or the bind timeout). No cycle starts for it.
+            uid, name = pod_key(args.pod)
+            with self._lock:
+                binding = uid in self._binding
+            if binding:
+                raise ExtenderCallError(f"the last bind of pod {name} is still running; retry later")
+            raise ExtenderCallError(f"pod {name} has no scheduling cycle in this extender (its cycle ended, or "
+                                    "its filter did not come); no scores")
         else:  # no filter verb configured: the cycle starts here
-            state, _subset, status = self._begin(args.pod, handle)
-            if not status.ok:
-                self._hold_after_prioritize(args.pod)
-                raise ExtenderCallError(status.reason or f"rejected by {status.plugin} at PreFilter")
+            cycle, state = self._begin(args.pod, handle)
+            if not cycle.pre_filter.ok:  # not held: a bind of the pod is refused
+                raise ExtenderCallError(_why("PreFilter", cycle.pre_filter))
+            if cycle.subset is not None:
+                infos = [info for info in infos if info.name in cycle.subset]
+            cycle.feasible = frozenset(info.name for info in infos)
         try:
             return self._scores(args.pod, state, infos)
         finally:
-            self._hold_after_prioritize(args.pod)
+            if self.expect_bind:  # kube-scheduler binds even when prioritize failed (it ignores the error)
+                self._hold_for_bind(cycle)
 
-    def _hold_after_prioritize(self, pod: KubeObject) -> None:
-        if self.expect_bind:  # kube-scheduler binds even when prioritize failed (it ignores the error)
-            self._hold_for_bind(pod)
-
-    def _in_cycle(self, pod: KubeObject) -> bool:
-        """Is the pod's scheduling cycle under way here (in the slot, or held for its bind)?"""
-        uid, _name = pod_key(pod)
-        with self._lock:
-            return self._scheduling == uid or uid in self._awaiting
-
-    def _scores(self, pod: KubeObject, state: CycleState, infos: Sequence[NodeInfo]) -> list[dict[str, Any]]:
+    def _scores(self, pod: KubeObject, state: CycleState, infos: Sequence[RequestNode]) -> list[dict[str, Any]]:
         """PreScore, then Score and NormalizeScore of every scoring plugin, weighted, summed
         and scaled to the extender API's 0..10."""
         status = self.framework.run_pre_score(state, pod, infos)
         if not status.ok:
-            raise ExtenderCallError(status.reason)
+            raise ExtenderCallError(_why("PreScore", status))
         table, status = self.framework.run_score(state, pod, infos)
         if not status.ok:
-            raise ExtenderCallError(status.reason)
+            raise ExtenderCallError(_why("Score", status))
         weights = sum(self.framework.score_weights.get(plugin, 1) for plugin in table.columns)
         scale = MAX_NODE_SCORE * max(weights, 1)
         return protocol.host_priority_list(
@@ -387,48 +329,32 @@ class ExtenderService:
              for n, total in zip(table.names, table.totals(), strict=True)}
         )
 
-    def _hold_for_bind(self, pod: KubeObject) -> None:
+    def _hold_for_bind(self, cycle: _Cycle) -> None:
         """The pod's instance moves to the binding map until its bind (or the timeout)."""
-        uid, _name = pod_key(pod)
         with self._lock:
-            held = self._awaiting.get(uid)
-            if held is not None:  # held since its filter: prioritize keeps it there
+            held = self._awaiting.get(cycle.uid)
+            if held is not None and held.cycle is cycle:  # held since its filter: prioritize keeps it there
                 held.deadline = self.clock() + self.bind_timeout_s
                 return
-            if self._scheduling != uid or self._scheduling_state is None:
+            if self._slot is not cycle:
                 return  # the slot went to another pod, or the cycle was released meanwhile
             for wp in self.plugins:
-                wp.plugin.hold_for_binding(pod)
-            self._awaiting[uid] = _AwaitingBind(pod, self.clock() + self.bind_timeout_s, self._scheduling_state)
-            self._leave_slot()
-
-    def _leave_slot(self) -> None:
-        self._scheduling = ""
-        self._scheduling_pod = None
-        self._scheduling_state = None
+                wp.plugin.hold_for_binding(cycle.pod)
+            self._awaiting[cycle.uid] = _AwaitingBind(cycle, self.clock() + self.bind_timeout_s)
+            self._slot = None
 
     def bind(self, args: protocol.BindingArgs) -> dict[str, Any]:
         uid = args.pod_uid
+        pod = f"{args.pod_namespace}/{args.pod_name}"
+        first_without_filter = False
         with self._lock:
             self._bind_seen = True
-            waiting = self._awaiting.get(uid)
-            slot_pod = self._scheduling_pod if self._scheduling == uid else None
-            if (waiting is None and slot_pod is not None and self._scheduling_state is not None
-                    and _same_pod(slot_pod, args)):
-                # Its cycle still has the slot (no prioritize, and held nowhere yet): it moves
-                # to binding now, before anything else can take the slot.
-                for wp in self.plugins:
-                    wp.plugin.hold_for_binding(slot_pod)
-                waiting = _AwaitingBind(slot_pod, 0.0, self._scheduling_state)
-                self._awaiting[uid] = waiting
-                self._leave_slot()
-            first_without_filter = False
-            if waiting is None and slot_pod is not None:
-                refusal = (f"bind of {args.pod_namespace}/{args.pod_name} names uid {uid}, which this extender "
-                           f"schedules as {pod_key(slot_pod)[1]}")
-            elif waiting is None:
-                refusal = (f"pod {args.pod_namespace}/{args.pod_name} (uid {uid}) has no scheduling cycle in this "
-                           "extender (it restarted, or the bind came after the bind timeout); retry the pod")
+            held = self._awaiting.get(uid)
+            slot = self._slot if self._slot is not None and self._slot.uid == uid else None
+            cycle = held.cycle if held is not None else slot
+            if cycle is None:
+                refusal = (f"pod {pod} (uid {uid}) has no scheduling cycle in this extender (it restarted, or the "
+                           "bind came after the bind timeout); retry the pod")
                 if not self._filter_seen:
                     # kube-scheduler skips prioritize when one node is feasible, so without a
                     # filter verb such a pod's bind is the first call this extender sees.
@@ -436,87 +362,116 @@ class ExtenderService:
                                 "bindVerb needs a filterVerb")
                     first_without_filter = not self._said_no_filter
                     self._said_no_filter = True
-            elif not _same_pod(waiting.pod, args):
-                refusal = (f"bind of {args.pod_namespace}/{args.pod_name} names uid {uid}, which this extender "
-                           f"scheduled as {pod_key(waiting.pod)[1]}")
-                waiting = None
+            elif not _same_pod(cycle.pod, args):
+                refusal = (f"bind of {pod} names uid {uid}, which this extender "
+                           f"{'scheduled' if held is not None else 'schedules'} as {pod_key(cycle.pod)[1]}")
+            elif args.node not in cycle.feasible:
+                refusal = f"node {args.node} did not pass this extender's filter for pod {pod}"
+                if not cycle.pre_filter.ok:
+                    refusal += f" ({_why('PreFilter', cycle.pre_filter)})"
             else:
                 refusal = ""
-                del self._awaiting[uid]
+                if held is None:
+                    # Its cycle still has the slot (no prioritize, and held nowhere yet): it
+                    # moves to binding now, before anything else can take the slot.
+                    for wp in self.plugins:
+                        wp.plugin.hold_for_binding(cycle.pod)
+                    self._slot = None
+                else:
+                    del self._awaiting[uid]
                 self._binding.add(uid)
-        if waiting is None:
+        if refusal:
             if first_without_filter:
                 log.warning("extender.bind_without_filter",
                             reason="binds come but no filter has: kube-scheduler's extender entry needs a "
                                    "filterVerb with its bindVerb (a pod with one feasible node gets no prioritize)")
-            log.warning("extender.bind_refused", pod=f"{args.pod_namespace}/{args.pod_name}", pod_uid=uid,
-                        node=args.node, reason=refusal)
+            log.warning("extender.bind_refused", pod=pod, pod_uid=uid, node=args.node, reason=refusal)
             return {"Error": refusal}
+        assert cycle is not None
         try:
-            return self._binding_cycle(waiting, args)
+            return self._binding_cycle(cycle, args)
         finally:
             with self._lock:
-                self._binding.discard(args.pod_uid)
+                self._binding.discard(uid)
 
-    def _binding_cycle(self, waiting: _AwaitingBind, args: protocol.BindingArgs) -> dict[str, Any]:
+    def _binding_cycle(self, cycle: _Cycle, args: protocol.BindingArgs) -> dict[str, Any]:
         """Reserve, Permit, PreBind, Bind, PostBind of a held pod; every Reserve plugin's
-        Unreserve on a failure."""
-        pod, node, framework = waiting.pod, args.node, self.framework
-        state = waiting.state.clone()
-        state.handle = RequestHandle(self._bind_nodes(), self.node_cache.pods)
+        Unreserve on a failure, or on an exception (a bug of ours or a binder's), so the pod's
+        instances go back to their pools whatever happens."""
+        pod, node, framework = cycle.pod, args.node, self.framework
+        state = self._lend(cycle, RequestHandle(self._bind_nodes(), self.node_cache.pods))
+        who = f"{args.pod_namespace}/{args.pod_name}"
 
-        def fail(point: str, status: Status) -> dict[str, Any]:
-            reason = status.reason or f"{point} of {status.plugin or 'a plugin'}: {status.code.label}"
+        def fail(reason: str) -> dict[str, Any]:
             framework.run_unreserve(state, pod, node)
-            log.info("cycle.finished", phase="binding", pod=f"{args.pod_namespace}/{args.pod_name}",
-                     pod_uid=args.pod_uid, outcome="error", reason=reason)
+            log.info("cycle.finished", phase="binding", pod=who, pod_uid=args.pod_uid, outcome="error",
+                     reason=reason)
             return {"Error": reason}
 
-        status = framework.run_reserve(state, pod, node)
-        if not status.ok:
-            return fail("Reserve", status)
-        status, timeouts = framework.run_permit(state, pod, node)
-        if status.code == Code.WAIT:
-            return fail("Permit", Status(Code.ERROR, f"Permit of {', '.join(timeouts)} asked to wait; the extender "
-                                         "API cannot wait for an allow"))
-        if not status.ok:
-            return fail("Permit", status)
-        status = framework.run_pre_bind(state, pod, node)
-        if not status.ok:
-            return fail("PreBind", status)
-        status = framework.run_bind(state, pod, node)
-        if status.code == Code.SKIP:  # no wasm plugin binds: the Binding goes through the API
-            error = self.binder.bind(args.pod_namespace, args.pod_name, args.pod_uid, node)
-            if error:
-                return fail("Bind", Status(Code.ERROR, error))
-            bound_by = "kubernetes-api"
-        elif not status.ok:
-            return fail("Bind", status)
-        else:
-            bound_by = status.plugin
-        framework.run_post_bind(state, pod, node)
-        log.info("cycle.finished", phase="binding", pod=f"{args.pod_namespace}/{args.pod_name}",
-                 pod_uid=args.pod_uid, outcome="bound", node=node, bound_by=bound_by)
+        try:
+            status = framework.run_reserve(state, pod, node)
+            if not status.ok:
+                return fail(_why("Reserve", status))
+            status, timeouts = framework.run_permit(state, pod, node)
+            if status.code == Code.WAIT:
+                return fail(f"Permit of {', '.join(timeouts)} asked to wait; the extender API cannot wait for "
+                            "an allow")
+            if not status.ok:
+                return fail(_why("Permit", status))
+            status = framework.run_pre_bind(state, pod, node)
+            if not status.ok:
+                return fail(_why("PreBind", status))
+            status = framework.run_bind(state, pod, node)
+            if status.code == Code.SKIP:  # no wasm plugin binds: the Binding goes through the API
+                error = self.binder.bind(args.pod_namespace, args.pod_name, args.pod_uid, node)
+                if error:
+                    return fail(error)
+                bound_by = "kubernetes-api"
+            elif not status.ok:
+                return fail(_why("Bind", status))
+            else:
+                bound_by = status.plugin
+            framework.run_post_bind(state, pod, node)
+        except Exception as exc:  # our bug, or a binder's: answered, logged, the instances released
+            error_id = secrets.token_hex(6)
+            log.error("extender.internal_error", verb="bind", error_id=error_id, exc_info=exc)
+            try:
+                return fail(f"internal error (error id {error_id})")
+            except Exception:  # noqa: BLE001 - the Unreserve failed too: the instances go back regardless
+                self._release(pod, "internal error")
+                return {"Error": f"internal error (error id {error_id})"}
+        log.info("cycle.finished", phase="binding", pod=who, pod_uid=args.pod_uid, outcome="bound", node=node,
+                 bound_by=bound_by)
         return {"Error": ""}
 
     def preempt(self, args: protocol.PreemptionArgs) -> dict[str, Any]:
-        nodes = [self.node_cache.nodes.get(n) or {"metadata": {"name": n}} for n in args.victims]
-        infos = _node_infos(nodes)
-        handle = self._handle([info for info, n in zip(infos, args.victims, strict=True)
-                               if n in self.node_cache.nodes])
-        if self._in_cycle(args.pod):
-            state = self._state(args.pod, handle)
+        """Which candidate nodes the pod fits once their victims are gone. Preempt may be
+        the first call of a cycle (kube-scheduler's own filters left no node): it begins
+        one then, as filter would."""
+        known = {name: self.node_cache.nodes.get(name) or self._latest_nodes.get(name) for name in args.victims}
+        handle = RequestHandle({n: node for n, node in known.items() if node is not None}, self.node_cache.pods)
+        cycle = self._cycle_of(args.pod)
+        if cycle is not None:
+            state = self._lend(cycle, handle)
         else:
-            state, _subset, _status = self._begin(args.pod, handle)
-        kept: dict[str, list[Mapping[str, Any]]] = {}
-        for info, victims in zip(infos, args.victims.values(), strict=True):
+            cycle, state = self._begin(args.pod, handle)
+        status = cycle.pre_filter
+        if status.code == Code.ERROR:
+            raise ExtenderCallError(_why("PreFilter", status))
+        if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            return protocol.preemption_result({}, args.pdb_violations)  # no victim can help
+        kept: dict[str, list[KubeObject]] = {}
+        for name, victims in args.victims.items():
+            if cycle.subset is not None and name not in cycle.subset:
+                continue  # PreFilter ruled the node out, whatever runs there
+            info = RequestNode(name, known[name] or {"metadata": {"name": name}})
             victims = [self.node_cache.pods.get(str(v["metadata"]["uid"]), v) if args.meta_only else v
                        for v in victims]
             if self._still_feasible(state, args.pod, info, victims):
-                kept[info.name] = victims
+                kept[name] = victims
         return protocol.preemption_result(kept, args.pdb_violations)
 
-    def _still_feasible(self, state: CycleState, pod: KubeObject, node: NodeInfo,
+    def _still_feasible(self, state: CycleState, pod: KubeObject, node: RequestNode,
                         victims: list[KubeObject]) -> bool:
         """Does the pod pass Filter on `node` with its victims gone? RemovePod of each
         victim, Filter, then AddPod of each back (the plugins keep their state in their
@@ -557,7 +512,7 @@ class ExtenderService:
                                "--no-bind")
         for uid, awaiting in expired:
             log.warning("assignment.bind_timeout", pod_uid=uid, timeout_s=self.bind_timeout_s)
-            self._release(awaiting.pod, "no bind within the bind timeout")
+            self._release(awaiting.cycle.pod, "no bind within the bind timeout")
         return len(expired)
 
     def awaiting_bind(self) -> int:
@@ -575,5 +530,4 @@ def _same_pod(pod: KubeObject, args: protocol.BindingArgs) -> bool:
     return (meta.get("namespace") or "default") == args.pod_namespace and meta.get("name", "") == args.pod_name
 
 
-__all__ = ["ExtenderService", "WeightedPlugin", "NodeCache", "NodeSource", "RequestHandle", "ExtenderCallError",
-           "NodeScore"]
+__all__ = ["ExtenderService", "WeightedPlugin", "ExtenderCallError"]

@@ -58,7 +58,7 @@ def load_snapshot(path: Path) -> LoadedSnapshot:
 
 
 class SnapshotReloader:
-    """A `service.NodeSource` whose `nodes` and `pods` follow the snapshot file, swapped whole by a poller
+    """A `nodes.NodeSource` whose `nodes` and `pods` follow the snapshot file, swapped whole by a poller
     thread."""
 
     def __init__(self, path: Path, poll_s: float = DEFAULT_POLL_S) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import structlog
 
@@ -26,7 +26,7 @@ from wasm_scheduler.actors.log_level import DEBUG, enabled
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, pod_key
 from wasm_scheduler.adapters.framework.results import PASSED, CycleTrace
-from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.adapters.framework.snapshot import NamedNode, NodeInfo
 from wasm_scheduler.adapters.framework.waiting_pods import MAX_PERMIT_TIMEOUT_S
 from wasm_scheduler.framework_api import (
     MAX_NODE_SCORE,
@@ -44,6 +44,10 @@ if TYPE_CHECKING:
     from wasm_scheduler.adapters.framework.plugins.base import Plugin
 
 log = structlog.get_logger("adapters.framework")
+
+#: The nodes a framework hands its plugins: `NodeInfo` in the scheduler; the HTTP
+#: extender's wasm plugins read only names and get lighter nodes.
+NodeT = TypeVar("NodeT", bound=NamedNode)
 
 #: Called after every plugin call, opt-in, with (extension point, plugin name, pod, seconds,
 #: CPU seconds of the calling thread): the second figure leaves out what other threads ran
@@ -152,7 +156,7 @@ class ScoreTable:
         return {plugin: column[at] for plugin, column in self.columns.items()}
 
 
-class Framework:
+class Framework(Generic[NodeT]):
     """The plugins of one profile, per extension point, and how they run."""
 
     def __init__(self, profile_name: str, handle: SchedulerHandle | None,
@@ -163,8 +167,8 @@ class Framework:
         self.handle = handle
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         #: Every plugin of the profile by name (each once, whatever points it serves).
-        self.plugins: dict[str, Plugin] = {}
-        self.points: dict[str, list[Plugin]] = {point: [] for point in POINT_NAMES}
+        self.plugins: dict[str, Plugin[NodeT]] = {}
+        self.points: dict[str, list[Plugin[NodeT]]] = {point: [] for point in POINT_NAMES}
         self.score_weights: dict[str, int] = {}
         self.log = log.bind(profile=profile_name)
         #: Timing hook (`wasm-scheduler bench`): None costs one attribute test per call.
@@ -184,7 +188,7 @@ class Framework:
             except Exception:  # noqa: BLE001 - one plugin failing to stop must not keep the others alive
                 self.log.exception("plugin.stop_failed", plugin=plugin.name)
 
-    def _call(self, point: str, plugin: Plugin, pod: KubeObject, func: Any, *args: Any) -> Any:
+    def _call(self, point: str, plugin: Plugin[NodeT], pod: KubeObject, func: Any, *args: Any) -> Any:
         observer = self.observer
         started = time.perf_counter()
         cpu = time.thread_time() if observer is not None else 0.0
@@ -203,7 +207,7 @@ class Framework:
         return result
 
     @staticmethod
-    def _started(state: CycleState, plugin: Plugin) -> bool:
+    def _started(state: CycleState, plugin: Plugin[Any]) -> bool:
         """False for a plugin whose PreFilter did not run this cycle (an earlier one rejected)."""
         return plugin.name not in state.not_started
 
@@ -240,7 +244,7 @@ class Framework:
 
     # --- Filter ------------------------------------------------------------------------
 
-    def run_filter(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo],
+    def run_filter(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeT],
                    trace: CycleTrace | None = None) -> tuple[dict[str, Status], Status]:
         """(each node's status: Success or the first rejection, Error status or Success)."""
         statuses: dict[str, Status] = {}
@@ -248,8 +252,21 @@ class Framework:
         for plugin in self.points["filter"]:
             if not remaining:
                 break
-            if plugin.name in state.skip_filter_plugins or not self._started(state, plugin):
+            if plugin.name in state.skip_filter_plugins:
                 continue
+            if not self._started(state, plugin):
+                # Only preemption filters a pod whose PreFilter was rejected. kube-scheduler
+                # runs this plugin's Filter then, and it fails for want of what its PreFilter
+                # would have written: no node passes (a wasm plugin is not even called, it
+                # has no cycle for the pod).
+                status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                f"the PreFilter of plugin {plugin.name!r} did not run for this pod", plugin.name)
+                for node in remaining:
+                    statuses[node.name] = status
+                    if trace is not None:
+                        trace.node(node.name).filters.append((plugin.name, _trace_text(status)))
+                remaining = []
+                break
             results = self._call("Filter", plugin, pod, plugin.filter_nodes, state, pod, remaining)
             passed = []
             for node in remaining:
@@ -275,7 +292,7 @@ class Framework:
                     trace.node(node.name).filters.append(("(no filter plugins)", PASSED))
         return statuses, SUCCESS
 
-    def run_filter_with_nominated(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
+    def run_filter_with_nominated(self: Framework[NodeInfo], state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo],
                                   trace: CycleTrace | None = None) -> tuple[dict[str, Status], Status]:
         """Filter as if pods nominated to a node with at least this pod's priority ran there.
 
@@ -307,7 +324,7 @@ class Framework:
         statuses.update(batch_statuses)
         return statuses, error
 
-    def _filter_with_pods_added(self, state: CycleState, pod: KubeObject, node: NodeInfo,
+    def _filter_with_pods_added(self: Framework[NodeInfo], state: CycleState, pod: KubeObject, node: NodeInfo,
                                 added: Sequence[PodInfo]) -> Status:
         state = state.clone()
         for other in added:
@@ -318,7 +335,7 @@ class Framework:
         statuses, error = self.run_filter(state, pod, [node])
         return error if not error.ok else statuses[node.name]
 
-    def run_add_pod(self, state: CycleState, pod: KubeObject, added: KubeObject, node: NodeInfo) -> Status:
+    def run_add_pod(self, state: CycleState, pod: KubeObject, added: KubeObject, node: NodeT) -> Status:
         for plugin in self.points["pre_filter_extensions"]:
             if plugin.name in state.skip_filter_plugins or not self._started(state, plugin):
                 continue
@@ -327,7 +344,7 @@ class Framework:
                 return _error("AddPod", plugin.name, status)
         return SUCCESS
 
-    def run_remove_pod(self, state: CycleState, pod: KubeObject, removed: KubeObject, node: NodeInfo) -> Status:
+    def run_remove_pod(self, state: CycleState, pod: KubeObject, removed: KubeObject, node: NodeT) -> Status:
         for plugin in self.points["pre_filter_extensions"]:
             if plugin.name in state.skip_filter_plugins or not self._started(state, plugin):
                 continue
@@ -363,7 +380,7 @@ class Framework:
 
     # --- PreScore, Score ---------------------------------------------------------------
 
-    def run_pre_score(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo],
+    def run_pre_score(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeT],
                       trace: CycleTrace | None = None) -> Status:
         for plugin in self.points["pre_score"]:
             status = self._call("PreScore", plugin, pod, plugin.pre_score, state, pod, nodes)
@@ -375,7 +392,7 @@ class Framework:
                 return _error("PreScore", plugin.name, status)
         return SUCCESS
 
-    def run_score(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo],
+    def run_score(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeT],
                   trace: CycleTrace | None = None) -> tuple[ScoreTable, Status]:
         """Every Score plugin's weighted scores of `nodes`, after NormalizeScore; or an Error
         status (then the table holds the plugins scored before it)."""

@@ -14,6 +14,7 @@ every plugin already made is stopped before the `UserError` propagates.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from wasm_scheduler.actors.handle import FrameworkHandle
 from wasm_scheduler.adapters.framework.config import (
@@ -23,9 +24,10 @@ from wasm_scheduler.adapters.framework.config import (
     SchedulerConfig,
 )
 from wasm_scheduler.adapters.framework.errors import UserError
-from wasm_scheduler.adapters.framework.framework import Framework
+from wasm_scheduler.adapters.framework.framework import Framework, NodeT
 from wasm_scheduler.adapters.framework.handle import SchedulerHandle
 from wasm_scheduler.adapters.framework.plugins import IN_TREE, UPSTREAM_ONLY, Plugin, PluginContext, PluginFactory
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
 from wasm_scheduler.framework_api import CONFIG_POINTS
 from wasm_scheduler.registry.compiler import GuestCompiler
@@ -34,13 +36,14 @@ from wasm_scheduler.registry.errors import GuestLoadError
 
 
 def build_framework(profile: ProfileConfig, config: SchedulerConfig, handle: SchedulerHandle,
-                    compiler: GuestCompiler, registry: Mapping[str, PluginFactory] | None = None) -> Framework:
+                    compiler: GuestCompiler,
+                    registry: Mapping[str, PluginFactory] | None = None) -> Framework[NodeInfo]:
     """The profile's Framework with every plugin made and placed; UserError on a mistake."""
     registry = {**IN_TREE, **(registry or {})}
     percentage = profile.percentage_of_nodes_to_score
     if percentage is None:
         percentage = config.percentage_of_nodes_to_score
-    framework = Framework(profile.scheduler_name, handle, percentage)
+    framework: Framework[NodeInfo] = Framework(profile.scheduler_name, handle, percentage)
     try:
         for ref in profile.needed():
             framework.plugins[ref.name] = _make(ref, profile, config, handle, compiler, registry, framework)
@@ -52,7 +55,8 @@ def build_framework(profile: ProfileConfig, config: SchedulerConfig, handle: Sch
 
 
 def _make(ref: PluginRef, profile: ProfileConfig, config: SchedulerConfig, handle: SchedulerHandle,
-          compiler: GuestCompiler, registry: Mapping[str, PluginFactory], framework: Framework) -> Plugin:
+          compiler: GuestCompiler, registry: Mapping[str, PluginFactory],
+          framework: Framework[NodeInfo]) -> Plugin[NodeInfo]:
     entry = profile.plugin_args.get(ref.name)
     if entry is not None and entry.is_wasm:
         return load_wasm_plugin(ref.name, entry, config, compiler, handle)
@@ -82,7 +86,7 @@ def load_wasm_plugin(name: str, entry: PluginArgs, config: SchedulerConfig, comp
         raise UserError(f"{entry.where}: args.guestURL: {exc}") from None
 
 
-def _place(framework: Framework, profile: ProfileConfig) -> None:
+def _place(framework: Framework[NodeInfo], profile: ProfileConfig) -> None:
     plugins = framework.plugins
     multi = profile.plugins["multiPoint"]
     for config_point, point in CONFIG_POINTS.items():
@@ -122,12 +126,12 @@ def _place(framework: Framework, profile: ProfileConfig) -> None:
         raise UserError(f"{profile.where}: plugins: at least one bind plugin is needed")
 
 
-def framework_of(name: str, plugins: Sequence[tuple[Plugin, int]]) -> Framework:
+def framework_of(name: str, plugins: Sequence[tuple[Plugin[NodeT], int]]) -> Framework[NodeT]:
     """A Framework of `plugins` alone: each at every point it implements, in the order
     given, with its score weight (0 means 1). What the HTTP extender runs: it has no
     queue and no nominated pods (the scheduler that calls it keeps those), and a pod it
     binds through none of its plugins goes through the Kubernetes API."""
-    framework = Framework(name, None)
+    framework: Framework[NodeT] = Framework(name, None)
     for plugin, _weight in plugins:
         framework.plugins[plugin.name] = plugin
     for point in CONFIG_POINTS.values():
@@ -138,7 +142,7 @@ def framework_of(name: str, plugins: Sequence[tuple[Plugin, int]]) -> Framework:
     return framework
 
 
-def _derive_points(framework: Framework) -> None:
+def _derive_points(framework: Framework[Any]) -> None:
     """The points that follow others: Unreserve runs the Reserve plugins, the PreFilter
     extensions and NormalizeScore are those of PreFilter and Score plugins that have them."""
     plugins = framework.plugins

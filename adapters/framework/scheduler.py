@@ -75,7 +75,7 @@ class _Binding:
     """What the binding cycle of one assumed pod needs."""
 
     item: QueuedPod
-    framework: Framework
+    framework: Framework[NodeInfo]
     state: CycleState
     assumed: PodInfo
     node: str
@@ -97,7 +97,7 @@ class Scheduler:
         self.handle = SchedulerHandle(self.snapshot, parallelism=config.parallelism)
         self.handle.set_evictor(self._evict)
         self.compiler = compiler or GuestCompiler()
-        self.frameworks: dict[str, Framework] = {}
+        self.frameworks: dict[str, Framework[NodeInfo]] = {}
         self._binding_pool: ThreadPoolExecutor | None = None
         try:
             for profile in config.profiles:
@@ -223,7 +223,7 @@ class Scheduler:
             self.log.exception("cycle.crashed", pod=info.key, pod_uid=info.uid)
             self._fail(item, Status(Code.ERROR, f"internal error: {type(exc).__name__}: {exc}"), set(), trace)
 
-    def _scheduling_cycle(self, item: QueuedPod, framework: Framework, state: CycleState, view: SnapshotView,
+    def _scheduling_cycle(self, item: QueuedPod, framework: Framework[NodeInfo], state: CycleState, view: SnapshotView,
                           trace: CycleTrace | None, events_before: int) -> None:
         info = item.info
         pod = info.pod
@@ -279,7 +279,8 @@ class Scheduler:
             trace.selected = selected
         self._reserve_and_permit(item, framework, state, selected, scores, trace, events_before)
 
-    def _find_feasible(self, framework: Framework, state: CycleState, info: PodInfo, nodes: Sequence[NodeInfo],
+    def _find_feasible(self, framework: Framework[NodeInfo], state: CycleState, info: PodInfo,
+                       nodes: Sequence[NodeInfo],
                        trace: CycleTrace | None) -> tuple[list[NodeInfo], dict[str, Status], Status]:
         """(feasible nodes, statuses of rejected nodes, Error status or Success)."""
         nominated = self.handle.nominator.node_of(info.uid)
@@ -335,7 +336,7 @@ class Scheduler:
                     best = name
         return best
 
-    def _post_filter(self, item: QueuedPod, framework: Framework, state: CycleState, view: SnapshotView,
+    def _post_filter(self, item: QueuedPod, framework: Framework[NodeInfo], state: CycleState, view: SnapshotView,
                      diagnosis: Diagnosis, trace: CycleTrace | None, events_before: int) -> None:
         info = item.info
         nominated = ""
@@ -358,7 +359,7 @@ class Scheduler:
             return
         self._unschedulable(item, message, diagnosis.unschedulable_plugins, trace, events_before)
 
-    def _reserve_and_permit(self, item: QueuedPod, framework: Framework, state: CycleState, node: str,
+    def _reserve_and_permit(self, item: QueuedPod, framework: Framework[NodeInfo], state: CycleState, node: str,
                             scores: dict[str, int], trace: CycleTrace | None, events_before: int) -> None:
         info = item.info
         assumed = self.snapshot.assume(info, node)

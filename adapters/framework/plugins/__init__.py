@@ -20,8 +20,9 @@ from wasm_scheduler.adapters.framework.plugins.node_resources_fit import NodeRes
 from wasm_scheduler.adapters.framework.plugins.node_unschedulable import NodeUnschedulable
 from wasm_scheduler.adapters.framework.plugins.priority_sort import PrioritySort
 from wasm_scheduler.adapters.framework.plugins.taint_toleration import TaintToleration
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 
-PluginFactory = Callable[[PluginContext], Plugin]
+PluginFactory = Callable[[PluginContext], Plugin[NodeInfo]]
 
 IN_TREE: Mapping[str, PluginFactory] = {
     cls.NAME: cls

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.errors import UserError
 from wasm_scheduler.adapters.framework.pods import KubeObject
-from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.adapters.framework.snapshot import NamedNode, NodeInfo
 from wasm_scheduler.framework_api import (
     DEFAULT_CLUSTER_EVENTS,
     MAX_NODE_SCORE,
@@ -48,24 +48,32 @@ if TYPE_CHECKING:
 EXTENSION_POINTS: tuple[str, ...] = POINT_NAMES
 
 
-class Plugin(Protocol):
+#: The node type a plugin takes (see `Plugin`).
+NodeT_contra = TypeVar("NodeT_contra", bound=NamedNode, contravariant=True)
+
+
+class Plugin(Protocol[NodeT_contra]):
     """What the framework calls; `WasmPlugin` and `NativePlugin` both are one.
 
-    Arguments are positional: implementations name them as they like.
+    Arguments are positional: implementations name them as they like. The nodes a plugin
+    is given are of the type it is generic in: a `NativePlugin` is a `Plugin[NodeInfo]`;
+    a `WasmPlugin` reads only node names, so it is a plugin of any `NamedNode`.
     """
 
     name: str
 
     def implements(self, point: str, /) -> bool: ...
     def pre_filter(self, state: CycleState, pod: KubeObject, /) -> PreFilterResult: ...
-    def filter_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo], /) -> dict[str, Status]: ...
-    def add_pod(self, state: CycleState, pod: KubeObject, pod_to_add: KubeObject, node_info: NodeInfo, /) -> Status: ...
-    def remove_pod(self, state: CycleState, pod: KubeObject, pod_to_remove: KubeObject, node_info: NodeInfo,
+    def filter_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeT_contra],
+                     /) -> dict[str, Status]: ...
+    def add_pod(self, state: CycleState, pod: KubeObject, pod_to_add: KubeObject, node_info: NodeT_contra,
+                /) -> Status: ...
+    def remove_pod(self, state: CycleState, pod: KubeObject, pod_to_remove: KubeObject, node_info: NodeT_contra,
                    /) -> Status: ...
     def post_filter(self, state: CycleState, pod: KubeObject, statuses: Mapping[str, Status],
                     /) -> PostFilterResult: ...
-    def pre_score(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo], /) -> Status: ...
-    def score_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeInfo], /) -> ScoreResult: ...
+    def pre_score(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeT_contra], /) -> Status: ...
+    def score_nodes(self, state: CycleState, pod: KubeObject, nodes: Sequence[NodeT_contra], /) -> ScoreResult: ...
     def normalize_score(self, state: CycleState, pod: KubeObject, scores: Sequence[NodeScore],
                         /) -> NormalizeScoreResult: ...
     def reserve(self, state: CycleState, pod: KubeObject, node_name: str, /) -> Status: ...
@@ -85,7 +93,7 @@ class PluginContext:
     name: str
     args: Mapping[str, Any]
     handle: SchedulerHandle
-    framework: Framework
+    framework: Framework[NodeInfo]
     #: Where the args came from, for error messages ("sched.yaml: profile x: pluginConfig[2].args").
     source: str = ""
 

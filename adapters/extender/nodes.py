@@ -1,0 +1,160 @@
+"""Where the extender's verbs find nodes, and what a request's guests read of them.
+
+This module owns the node side of the extender: `RequestNode`, what the extender's
+framework hands its wasm plugins (a node's name and object: they read no more, so no
+`NodeInfo` is made per node and request); `NodeSource`, the node objects of
+node-cache-capable requests (`NodeCache` from a loader; `snapshot_reload` has the one
+that follows a file); `KnownNodes`, one `RequestNode` per node of such a source, made
+again only when the node's object changes; and `RequestHandle`, the framework handle a
+request lends its guests: the nodes it carries, looked up by name, with the snapshot
+view (image states) built only if a guest asks for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from wasm_scheduler.actors.handle import KubeObject
+from wasm_scheduler.adapters.framework.resources import Resources
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo, SnapshotView
+
+#: The allocatable of a node a request carries (the extender does not count resources).
+_NOT_COUNTED = Resources()
+
+
+class RequestNode:
+    """A node as the extender's framework hands it to plugins: its name and object."""
+
+    __slots__ = ("name", "node")
+
+    def __init__(self, name: str, node: KubeObject) -> None:
+        self.name = name
+        self.node = node
+
+    def __repr__(self) -> str:
+        return f"RequestNode({self.name!r})"
+
+
+def request_nodes(names: Iterable[str], nodes: Iterable[KubeObject]) -> list[RequestNode]:
+    """Each node with its name (the protocol decoder has read the names already)."""
+    return [RequestNode(name, node) for name, node in zip(names, nodes, strict=True)]
+
+
+def node_infos(nodes: Iterable[KubeObject]) -> list[NodeInfo]:
+    """A NodeInfo of each node (no pods, nothing counted): for a snapshot view."""
+    return [NodeInfo(node, _NOT_COUNTED) for node in nodes]
+
+
+class NodeSource(Protocol):
+    """Where node-cache-capable requests find node objects (and preemption its victims)."""
+
+    @property
+    def nodes(self) -> Mapping[str, KubeObject]: ...
+
+    @property
+    def pods(self) -> Mapping[str, KubeObject]: ...
+
+    def refresh(self) -> None:
+        """Asked when a request names a node the source does not know; must not block long."""
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class NodeCache:
+    """Node objects for node-cache-capable mode from a loader (a `NodeSource`); the file-backed
+    one that reloads in the background is `snapshot_reload.SnapshotReloader`."""
+
+    load: Callable[[], tuple[Sequence[KubeObject], Sequence[KubeObject]]] = lambda: ((), ())
+    nodes: dict[str, KubeObject] = field(default_factory=dict)
+    pods: dict[str, KubeObject] = field(default_factory=dict)
+
+    def refresh(self) -> None:
+        nodes, pods = self.load()
+        self.nodes = {n["metadata"]["name"]: n for n in nodes}
+        self.pods = {str(p.get("metadata", {}).get("uid", "")): p for p in pods}
+
+    def close(self) -> None:
+        pass
+
+
+class KnownNodes:
+    """The `RequestNode` of each node of a `NodeSource`, made once per node object: a
+    source is swapped whole when it reloads, which starts this afresh, and a node whose
+    object changed in place is made again. Safe from several threads (at worst one is
+    made twice)."""
+
+    def __init__(self) -> None:
+        self._made: dict[str, RequestNode] = {}
+        self._source: Mapping[str, KubeObject] | None = None
+
+    def of(self, names: Iterable[str], known: Mapping[str, KubeObject]) -> list[RequestNode]:
+        """The node of each name `known` has, in the order named (others left out)."""
+        made = self._made
+        if self._source is not known:
+            made, self._source = {}, known
+            self._made = made
+        found: list[RequestNode] = []
+        for name in names:
+            node = known.get(name)
+            if node is None:
+                continue
+            entry = made.get(name)
+            if entry is None or entry.node is not node:
+                entry = made[name] = RequestNode(name, node)
+            found.append(entry)
+        return found
+
+
+class RequestHandle:
+    """The FrameworkHandle of one request: the nodes it carries, by name.
+
+    A guest's `node` import is one lookup in a map made on the first such read (most
+    requests have none); the snapshot view (for image states) likewise."""
+
+    def __init__(self, nodes: Mapping[str, KubeObject] | Sequence[RequestNode],
+                 pods_by_uid: Mapping[str, KubeObject]) -> None:
+        self._given = nodes
+        self._by_name: Mapping[str, KubeObject] | None = nodes if isinstance(nodes, Mapping) else None
+        self._list: tuple[KubeObject, ...] | None = None
+        self._view: SnapshotView | None = None
+        self._pods = pods_by_uid
+        self.events: list[Mapping[str, Any]] = []
+
+    @property
+    def by_name(self) -> Mapping[str, KubeObject]:
+        if self._by_name is None:
+            entries = self._given
+            assert not isinstance(entries, Mapping)
+            self._by_name = {entry.name: entry.node for entry in entries}
+        return self._by_name
+
+    @property
+    def view(self) -> SnapshotView:
+        if self._view is None:
+            self._view = SnapshotView(node_infos(self.list_nodes()), 0)
+        return self._view
+
+    def get_node(self, name: str) -> KubeObject | None:
+        return self.by_name.get(name)
+
+    def list_nodes(self) -> Sequence[KubeObject]:
+        if self._list is None:
+            given = self._given
+            self._list = (tuple(given.values()) if isinstance(given, Mapping)
+                          else tuple(entry.node for entry in given))
+        return self._list
+
+    def image_states(self, node_name: str) -> Mapping[str, Mapping[str, int]]:
+        return self.view.image_states(node_name)
+
+    def record_event(self, event: Mapping[str, Any]) -> None:
+        self.events.append(event)
+
+    def get_waiting_pod(self, uid: str) -> KubeObject | None:
+        return None  # the extender protocol has no waiting pods
+
+    def reject_waiting_pod(self, uid: str, plugin: str, reason: str) -> bool:
+        return False
