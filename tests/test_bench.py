@@ -187,3 +187,14 @@ def test_added_time_is_floored_by_the_plugin_s_cpu_on_the_scheduling_thread_not_
     # Each round against its own baseline, unfloored: the spread a reader can pool.
     assert doc["added_us_per_pod_rounds"]["native"] == [pytest.approx(20.0)]
     assert doc["added_us_per_pod_rounds"]["wasm"] == [pytest.approx(400.0)]
+
+
+def test_the_extender_node_scaling_benchmark_asks_in_kube_schedulers_order() -> None:
+    # Each pod's filter, then its prioritize: a prioritize out of its pod's cycle is refused.
+    from wasm_scheduler.adapters.benchmarks import extender_nodes
+
+    figures = extender_nodes.measure([20, 40], repeats=2)
+    assert sorted({(f.nodes, f.verb, f.body) for f in figures}) == [
+        (n, verb, body) for n in (20, 40) for verb in ("filter", "prioritize") for body in ("names", "objects")]
+    assert all(f.seconds > 0 for f in figures)
+    assert "x smallest" in extender_nodes.render(figures)
