@@ -49,13 +49,15 @@ PRESCORE_AND_SCORE = "prescore_and_score"
 EXTENSION_POINTS = frozenset(EXPORT_RESULTS)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Invoke:
     """Run one extension-point phase: `GuestInstance.<point>(*args)`.
 
     Asked, the answer is the point's result. Told with `reply_to` (the cycle's first
     call, forwarded by the supervisor), the actor sets `reply_to` to a `Replied` carrying
-    `route` and the result, so the caller waits on one future for both."""
+    `route` and the result, so the caller waits on one future for both. The actor empties
+    `args` once the call is done: pykka's loop keeps an actor's last message until the
+    next one comes, and an idle actor must not keep its last request's pod and nodes."""
 
     point: str
     args: tuple[Any, ...]
@@ -170,17 +172,20 @@ class GuestActor(MailboxActor):
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, Invoke):
-            if message.reply_to is None:
-                return self._invoke(message)
             try:
-                message.reply_to.set(Replied(message.route, self._invoke(message)))
-            except BaseException as exc:
-                # Reported before the caller wakes, as a trap is: the caller's next message
-                # to the supervisor then comes after this one and never gets this actor.
-                self._report_broken(f"host error: {type(exc).__name__}")
-                message.reply_to.set_exception()
-                raise
-            return None
+                if message.reply_to is None:
+                    return self._invoke(message)
+                try:
+                    message.reply_to.set(Replied(message.route, self._invoke(message)))
+                except BaseException as exc:
+                    # Reported before the caller wakes, as a trap is: the caller's next message
+                    # to the supervisor then comes after this one and never gets this actor.
+                    self._report_broken(f"host error: {type(exc).__name__}")
+                    message.reply_to.set_exception()
+                    raise
+                return None
+            finally:
+                message.args = ()
         if isinstance(message, Describe):
             inst = self.instance
             return InstanceInfo(

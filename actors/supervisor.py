@@ -254,6 +254,8 @@ class SupervisorActor(MailboxActor):
                 break
             try:  # never waited for here: the actor answers the caller
                 answer.assigned.actor.tell(msg.invoke.routed(answer))
+                # pykka keeps this message until the next one: it keeps no pod or nodes.
+                msg.invoke.args = ()
                 return answer
             except pykka.ActorDeadError:
                 # Died before the cycle's first call reached it: the pod has no state there

@@ -454,3 +454,24 @@ def test_a_pod_moved_to_binding_again_before_its_last_binding_cycle_ended_leaks_
         assert (counts.binding, counts.idle) == (0, counts.started) and counts.balanced, counts
     finally:
         plugin.stop()
+
+
+def test_an_idle_actor_keeps_nothing_of_its_last_call(checker_plugin) -> None:
+    # pykka keeps an actor's last message until the next one: the call's arguments (the
+    # pod, the node names, the request's handle with its nodes) must not stay with it.
+    import gc
+    import weakref
+
+    from wasm_scheduler.actors.handle import EmptyHandle
+    from wasm_scheduler.adapters.framework.cycle_state import CycleState
+
+    plugin = checker_plugin()
+    handle = EmptyHandle()
+    gone = weakref.ref(handle)
+    state = CycleState(handle)
+    pod = make_pod("a")
+    assert plugin.pre_filter(state, pod).status.ok
+    assert all(s.ok for s in plugin.filter_nodes(state, pod, NODES).values())
+    del state, handle
+    gc.collect()
+    assert gone() is None
