@@ -264,3 +264,35 @@ def test_a_score_given_as_columns_must_cover_the_nodes(compiler):
     report = run(config("Columns"), cluster(node("n1"), node("n2"), pod("p")), compiler, registry)
     assert report.outcome("default/p").status == PodStatus.ERROR
     assert "scored 1 of 2 nodes" in report.outcome("default/p").reason
+
+
+def test_unreserve_and_postbind_reach_every_plugin_even_after_one_raised() -> None:
+    # Each plugin's Unreserve or PostBind gives its wasm instance back: a bug in one
+    # plugin must not keep the others' instances; the bug itself still surfaces.
+    import pytest
+
+    from wasm_scheduler.adapters.framework.profile import framework_of
+
+    calls: list[str] = []
+
+    class Raises(NativePlugin):
+        def unreserve(self, state: CycleState, pod: Any, node_name: str) -> None:
+            raise RuntimeError("unreserve bug")
+
+        def post_bind(self, state: CycleState, pod: Any, node_name: str) -> None:
+            raise RuntimeError("postbind bug")
+
+    class Counts(NativePlugin):
+        def unreserve(self, state: CycleState, pod: Any, node_name: str) -> None:
+            calls.append("unreserve")
+
+        def post_bind(self, state: CycleState, pod: Any, node_name: str) -> None:
+            calls.append("post_bind")
+
+    framework = framework_of("test", [(Counts(name="counts"), 1), (Raises(name="raises"), 1)])
+    with pytest.raises(RuntimeError, match="unreserve bug"):
+        framework.run_unreserve(CycleState(), pod("p"), "a")  # reverse order: Raises goes first
+    framework.points["post_bind"].reverse()  # Raises first here too
+    with pytest.raises(RuntimeError, match="postbind bug"):
+        framework.run_post_bind(CycleState(), pod("p"), "a")
+    assert calls == ["unreserve", "post_bind"]

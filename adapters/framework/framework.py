@@ -16,7 +16,7 @@ The scheduling loop that calls these lives in `adapters.framework.scheduler`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -435,9 +435,21 @@ class Framework(Generic[NodeT]):
         return SUCCESS
 
     def run_unreserve(self, state: CycleState, pod: KubeObject, node: str) -> None:
-        """Every Reserve plugin's Unreserve, in reverse order."""
-        for plugin in reversed(self.points["reserve"]):
-            self._call("Unreserve", plugin, pod, plugin.unreserve, state, pod, node)
+        """Every Reserve plugin's Unreserve, in reverse order (see `_every`)."""
+        self._every("Unreserve", "unreserve", reversed(self.points["reserve"]), state, pod, node)
+
+    def _every(self, point: str, method: str, plugins: Iterable[Plugin[NodeT]], state: CycleState,
+               pod: KubeObject, node: str) -> None:
+        """`method` of every plugin, even after one raised (a bug): each plugin's instance
+        must go back to its pool; the first exception is raised again at the end."""
+        failure: Exception | None = None
+        for plugin in plugins:
+            try:
+                self._call(point, plugin, pod, getattr(plugin, method), state, pod, node)
+            except Exception as exc:  # noqa: BLE001 - raised again below, once the others ran
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def run_permit(self, state: CycleState, pod: KubeObject, node: str) -> tuple[Status, dict[str, float]]:
         """(Success, Wait with the waiting plugins' timeouts in seconds, or the rejection/error)."""
@@ -481,6 +493,6 @@ class Framework(Generic[NodeT]):
         return Status(Code.SKIP, "every Bind plugin skipped the pod", "")
 
     def run_post_bind(self, state: CycleState, pod: KubeObject, node: str) -> None:
-        for plugin in self.points["post_bind"]:
-            self._call("PostBind", plugin, pod, plugin.post_bind, state, pod, node)
+        """Every PostBind plugin (see `_every`)."""
+        self._every("PostBind", "post_bind", self.points["post_bind"], state, pod, node)
 
