@@ -71,6 +71,22 @@ REJECTS_AT_PREFILTER = """
   (func (export "filter") (result i32) (i32.const 0)))
 """
 
+#: PreFilter rejects the pod for good (UnschedulableAndUnresolvable); Filter passes.
+NEVER_AT_PREFILTER = """
+(module
+  (memory (export "memory") 1)
+  (func (export "prefilter") (result i32) (i32.const 3))
+  (func (export "filter") (result i32) (i32.const 0)))
+"""
+
+#: PreFilter and Filter pass.
+PASSES = """
+(module
+  (memory (export "memory") 1)
+  (func (export "prefilter") (result i32) (i32.const 0))
+  (func (export "filter") (result i32) (i32.const 0)))
+"""
+
 #: PreFilter answers Error.
 ERRS_AT_PREFILTER = """
 (module
@@ -223,17 +239,26 @@ def test_node_infos_are_made_once_per_node_object_of_the_node_cache(service) -> 
     assert svc._nodes_for(args(pod("d")))[2].node is changed["node-2"]
 
 
-def test_preempt_fails_every_node_when_a_filter_plugins_prefilter_never_ran(service) -> None:
-    # kube-scheduler runs that plugin's Filter in preemption, and it fails without the
-    # state its PreFilter would have written: no node fits, whatever victims go.
+def test_preempt_after_an_unschedulable_prefilter_runs_every_filter_plugin(service) -> None:
+    # kube-scheduler (1.28 on) runs every PreFilter after an Unschedulable one, so its
+    # preemption can run every Filter plugin: each decides the node.
     plugins = (("rejects", REJECTS_AT_PREFILTER), ("rejects-all", REJECTS_ALL))
     svc, _ = service(*plugins)
     p = pod("a")
     result = svc.filter(args(p))
     assert result["NodeNames"] == [] and set(result["FailedNodes"]) == set(NODES)
-    assert svc.preempt(preempt(p, "node-1"))["NodeNameToMetaVictims"] == {}
+    assert svc.preempt(preempt(p, "node-1"))["NodeNameToMetaVictims"] == {}  # rejects-all's Filter says no
     first, _ = service(*plugins)
     assert first.preempt(preempt(pod("b"), "node-1"))["NodeNameToMetaVictims"] == {}  # preempt begins the cycle
+    passes, _ = service(("rejects", REJECTS_AT_PREFILTER), ("passes", PASSES))
+    assert list(passes.preempt(preempt(pod("c"), "node-1"))["NodeNameToMetaVictims"]) == ["node-1"]
+
+
+def test_after_an_unresolvable_prefilter_preempt_keeps_no_node(service) -> None:
+    # Preemption cannot help such a pod (kube-scheduler does not even try); a preempt
+    # that comes anyway keeps no node.
+    svc, _ = service(("never", NEVER_AT_PREFILTER), ("passes", PASSES))
+    assert svc.preempt(preempt(pod("a"), "node-1"))["NodeNameToMetaVictims"] == {}
 
 
 def test_preempt_that_begins_a_cycle_heeds_its_prefilter(service) -> None:
@@ -302,3 +327,36 @@ def test_a_request_handle_finds_a_node_without_building_the_snapshot_view() -> N
     handle = RequestHandle(nodes, {})
     assert handle.get_node("n-7") is nodes["n-7"] and handle._view is None
     assert handle.image_states("n-7") == {} and handle._view is not None
+
+
+#: Binds with Skip (the API binds) and exports PostBind.
+POSTBINDS = BINDS_WITH_SKIP.replace('(func (export "unreserve")))',
+                                    '(func (export "unreserve"))\n  (func (export "postbind")))')
+
+
+def test_a_postbind_bug_after_the_binding_leaves_the_pod_bound(service, monkeypatch) -> None:
+    binder = Binder()
+    svc, (plugin,) = service(("postbinds", POSTBINDS), binder=binder)
+    unreserved: list[str] = []
+    real_unreserve = plugin.unreserve
+    monkeypatch.setattr(plugin, "unreserve", lambda *a: (unreserved.append("unreserve"), real_unreserve(*a))[1])
+    real_post_bind = plugin.post_bind
+
+    def post_bind_with_a_bug(*a: Any) -> None:
+        real_post_bind(*a)
+        raise RuntimeError("a bug in PostBind")
+
+    monkeypatch.setattr(plugin, "post_bind", post_bind_with_a_bug)
+    svc.filter(args(pod("a")))
+    assert svc.bind(binding("a")) == {"Error": ""}  # kube-scheduler must not retry a bound pod
+    assert binder.calls == ["ns/a -> node-0"] and unreserved == []
+    counts = plugin.counts()
+    assert (counts.binding, counts.idle) == (0, 1)
+
+
+def test_without_a_filter_verb_a_cycle_preempt_began_is_not_the_next_cycles(service) -> None:
+    svc, _ = service(("passes", PASSES), binder=Binder())
+    a = pod("a")
+    svc.preempt(preempt(a, "node-1"))  # cycle 1: the in-tree filters left no node
+    svc.prioritize(args(a))  # cycle 2, the retry: no filter verb, so it begins here
+    assert svc.bind(binding("a", "node-1")) == {"Error": ""}

@@ -85,7 +85,9 @@ def test_nodes_outside_the_prefilter_subset_are_counted_in_the_reason(compiler):
                              "2 node is filtered out by the prefilter result.")
 
 
-def test_prefilter_rejection_stops_the_point_and_skips_filter(compiler):
+def test_an_unschedulable_prefilter_lets_every_prefilter_run_and_skips_filter(compiler):
+    # kube-scheduler 1.28 on (kubernetes#119770): preemption, later in the cycle, needs
+    # every plugin's PreFilter state, so an Unschedulable rejection does not stop the point.
     journal = Journal()
     registry = {
         "A": recorder(journal, {("pre_filter", "p"): PreFilterResult(Status(Code.UNSCHEDULABLE, "not today"))}),
@@ -95,6 +97,17 @@ def test_prefilter_rejection_stops_the_point_and_skips_filter(compiler):
     outcome = report.outcome("default/p")
     assert outcome.status == PodStatus.UNSCHEDULABLE
     assert "not today (A)" in outcome.reason
+    assert journal.points("p", "A") == ["pre_filter"]
+    assert journal.points("p", "B") == ["pre_filter"]  # run, but no Filter: the pod fits nowhere
+
+
+def test_an_unresolvable_prefilter_stops_the_point(compiler):
+    journal = Journal()
+    unresolvable = PreFilterResult(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "never"))
+    registry = {"A": recorder(journal, {("pre_filter", "p"): unresolvable}), "B": recorder(journal)}
+    report = run(config("A", "B"), cluster(node("n1"), pod("p")), compiler, registry)
+    outcome = report.outcome("default/p")
+    assert outcome.status == PodStatus.UNSCHEDULABLE and "never (A)" in outcome.reason
     assert journal.points("p", "B") == []  # B's cycle never began: no later point calls it
     assert journal.points("p", "A") == ["pre_filter"]
 
@@ -296,3 +309,23 @@ def test_unreserve_and_postbind_reach_every_plugin_even_after_one_raised() -> No
     with pytest.raises(RuntimeError, match="postbind bug"):
         framework.run_post_bind(CycleState(), pod("p"), "a")
     assert calls == ["unreserve", "post_bind"]
+
+
+def test_a_filter_plugin_whose_prefilter_did_not_run_fails_every_node() -> None:
+    # Only preemption filters such a pod; kube-scheduler would run that plugin's Filter,
+    # which fails without its PreFilter's state. (A wasm plugin has no cycle to call.)
+    from wasm_scheduler.adapters.framework.profile import framework_of
+    from wasm_scheduler.adapters.framework.resources import Resources
+
+    class Passes(NativePlugin):
+        def filter(self, state: CycleState, pod: Any, node: NodeInfo) -> Status:
+            return SUCCESS
+
+    framework = framework_of("test", [(Passes(name="first"), 1), (Passes(name="late"), 1)])
+    state = CycleState()
+    state.not_started.add("late")
+    nodes = [NodeInfo(node(n), Resources()) for n in ("a", "b")]
+    statuses, error = framework.run_filter(state, pod("p"), nodes)
+    assert error.ok and {n: s.code for n, s in statuses.items()} == {
+        "a": Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "b": Code.UNSCHEDULABLE_AND_UNRESOLVABLE}
+    assert statuses["a"].plugin == "late" and "did not run" in statuses["a"].reason

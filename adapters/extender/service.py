@@ -13,8 +13,8 @@ configured wasm plugins (see `protocol` for the wire shapes and `server` for HTT
   back, all on the preemptor's instance; nodes that still fail are dropped.
 
 Each point runs through a `Framework` of the wasm plugins (`framework_of`), with
-kube-scheduler's rules for it, as in-process: the first PreFilter rejection stops the
-point, a Skip at PreFilter or PreScore skips that plugin's Filter or Score for the rest
+kube-scheduler's rules for it, as in-process: every PreFilter runs after an
+Unschedulable one (an unresolvable rejection or an Error stops the point), a Skip at PreFilter or PreScore skips that plugin's Filter or Score for the rest
 of the pod's cycle (its `CycleState` lives from the filter that began the cycle to
 the bind, each request lending it its own handle), scores outside 0..100 are an
 error, and a failed binding cycle (an exception included) runs every Reserve plugin's
@@ -287,7 +287,9 @@ class ExtenderService:
     def prioritize(self, args: protocol.ExtenderArgs) -> list[dict[str, Any]]:
         infos = self._nodes_for(args)
         handle = self._handle(infos)
-        cycle = self._cycle_of(args.pod)
+        # Without a filter verb, each cycle that reaches this extender starts with its
+        # prioritize (a cycle a preempt began ended with that preempt: the pod was retried).
+        cycle = self._cycle_of(args.pod) if self._filter_seen else None
         if cycle is not None:
             state = self._lend(cycle, handle)
         elif self._filter_seen:
@@ -431,7 +433,6 @@ class ExtenderService:
                 return fail(_why("Bind", status))
             else:
                 bound_by = status.plugin
-            framework.run_post_bind(state, pod, node)
         except Exception as exc:  # our bug, or a binder's: answered, logged, the instances released
             error_id = secrets.token_hex(6)
             log.error("extender.internal_error", verb="bind", error_id=error_id, exc_info=exc)
@@ -440,6 +441,12 @@ class ExtenderService:
             except Exception:  # noqa: BLE001 - the Unreserve failed too: the instances go back regardless
                 self._release(pod, "internal error")
                 return {"Error": f"internal error (error id {error_id})"}
+        try:
+            framework.run_post_bind(state, pod, node)
+        except Exception as exc:  # noqa: BLE001 - the pod is bound: a PostBind bug changes nothing about that
+            log.error("extender.internal_error", verb="bind", point="PostBind", error_id=secrets.token_hex(6),
+                      exc_info=exc)
+            self._release(pod, "internal error")  # every PostBind ran (`Framework._every`); a no-op then
         log.info("cycle.finished", phase="binding", pod=who, pod_uid=args.pod_uid, outcome="bound", node=node,
                  bound_by=bound_by)
         return {"Error": ""}

@@ -215,9 +215,14 @@ class Framework(Generic[NodeT]):
 
     def run_pre_filter(self, state: CycleState, pod: KubeObject,
                        trace: CycleTrace | None = None) -> tuple[frozenset[str] | None, Status]:
-        """(node subset or None for all, status); a rejection stops the point."""
+        """(node subset or None for all, status), by kube-scheduler's rules (1.28 on): an
+        Unschedulable PreFilter does not stop the point, so every plugin's PreFilter runs
+        and preemption later finds each one's state (the last such status is the
+        answer); UnschedulableAndUnresolvable, an empty intersection of node subsets or
+        an Error stops it (the plugins after it are not started: no preemption follows)."""
         subset: frozenset[str] | None = None
         contributors: list[str] = []
+        rejection: Status | None = None
         plugins = self.points["pre_filter"]
         for i, plugin in enumerate(plugins):
             result = self._call("PreFilter", plugin, pod, plugin.pre_filter, state, pod)
@@ -226,6 +231,9 @@ class Framework(Generic[NodeT]):
                 trace.pre_filter.append((plugin.name, _trace_text(status)))
             if status.code == Code.SKIP:
                 state.skip_filter_plugins.add(plugin.name)
+                continue
+            if status.code == Code.UNSCHEDULABLE:
+                rejection = status.with_plugin(plugin.name)
                 continue
             if not status.ok:
                 state.not_started.update(p.name for p in plugins[i + 1:])
@@ -237,9 +245,12 @@ class Framework(Generic[NodeT]):
                 subset = result.node_names if subset is None else subset & result.node_names
                 if not subset:
                     state.not_started.update(p.name for p in plugins[i + 1:])
-                    return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                                        f"node(s) didn't satisfy plugin(s) [{' '.join(contributors)}] simultaneously",
+                    which = (f"plugin {contributors[0]}" if len(contributors) == 1
+                             else f"plugin(s) [{' '.join(sorted(contributors))}] simultaneously")
+                    return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"node(s) didn't satisfy {which}",
                                         plugin.name)
+        if rejection is not None:
+            return None, rejection
         return subset, SUCCESS
 
     # --- Filter ------------------------------------------------------------------------
