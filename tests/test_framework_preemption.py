@@ -165,3 +165,31 @@ def test_pods_nominated_to_a_node_keep_its_room_from_lower_priority_pods(compile
         assert fits(pod("equal", cpu="2", priority=100)).code == Code.UNSCHEDULABLE
         assert fits(pod("higher", cpu="2", priority=1000)).ok
         assert fits(pod("small", cpu="1", priority=10)).ok
+
+
+def test_an_unschedulable_prefilter_does_not_keep_later_plugins_out_of_preemption(compiler):
+    # kube-scheduler 1.28 on runs every PreFilter after an Unschedulable one
+    # (kubernetes#119770), so preemption's dry run can pass every Filter plugin.
+    from wasm_scheduler.framework_api import PreFilterResult
+
+    class Quota(NativePlugin):
+        """Unschedulable at PreFilter until the pod was tried once; every Filter passes."""
+
+        tried: set[str] = set()
+
+        def pre_filter(self, state: CycleState, p: Any) -> PreFilterResult:
+            name = p["metadata"]["name"]
+            if name not in self.tried:
+                self.tried.add(name)
+                return PreFilterResult(Status(Code.UNSCHEDULABLE, "over quota until a preemption", self.name))
+            return PreFilterResult(SUCCESS)
+
+    journal = Journal()
+    report = run(config("Quota", "Rec"),
+                 cluster(node("n1", cpu="1"), low("low", "n1"), pod("urgent", cpu="1", priority=100)),
+                 compiler, {"Quota": Quota, "Rec": recorder(journal)})
+    outcome = report.outcome("default/urgent")
+    assert report.preemptions == [Preemption("default/low", "default/urgent", "n1")], outcome.reason
+    assert outcome.status == PodStatus.SCHEDULED and outcome.node == "n1"
+    # Rec's PreFilter ran in both cycles: in the first one after Quota's rejection.
+    assert journal.points("urgent", "Rec").count("pre_filter") == 2
