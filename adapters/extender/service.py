@@ -14,11 +14,12 @@ configured wasm plugins (see `protocol` for the wire shapes and `server` for HTT
 
 Each point runs through a `Framework` of the wasm plugins (`framework_of`), with
 kube-scheduler's rules for it, as in-process: every PreFilter runs after an
-Unschedulable one (an unresolvable rejection or an Error stops the point), a Skip at PreFilter or PreScore skips that plugin's Filter or Score for the rest
-of the pod's cycle (its `CycleState` lives from the filter that began the cycle to
-the bind, each request lending it its own handle), scores outside 0..100 are an
-error, and a failed binding cycle (an exception included) runs every Reserve plugin's
-Unreserve. `nodes` has where the nodes come from and what a request's guests read.
+Unschedulable one (an unresolvable rejection or an Error stops the point), a Skip at
+PreFilter or PreScore skips that plugin's Filter or Score for the rest of the pod's
+cycle (its `CycleState` lives from the filter that began the cycle to the bind, each
+request lending it its own handle), scores outside 0..100 are an error, and a failed
+binding cycle (an exception included) runs every Reserve plugin's Unreserve. `nodes`
+has where the nodes come from and what a request's guests read.
 
 When an instance moves to binding (`docs/extender.md` has kube-scheduler's call order):
 the protocol has no Permit signal, kube-scheduler starts the next pod's filter before
