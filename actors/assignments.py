@@ -41,7 +41,6 @@ from wasm_scheduler.framework_api import BINDING_CYCLE_EXPORTS
 TOMBSTONE = ""
 
 
-
 def moves_to_binding(exports: frozenset[str]) -> bool:
     """Does a pod of this guest hold its instance through its binding cycle (from Permit on)?"""
     return bool(BINDING_CYCLE_EXPORTS & exports)

@@ -40,7 +40,7 @@ import contextlib
 import secrets
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pykka
 import structlog
@@ -82,6 +82,7 @@ from wasm_scheduler.framework_api import (
     ClusterEvent,
     Code,
     FilterResult,
+    NamedNode,
     NodeScore,
     NormalizeScoreResult,
     PermitResult,
@@ -106,13 +107,6 @@ POINT_EXPORTS: Mapping[str, tuple[str, ...]] = {point.name: point.exports for po
                                                 if point.name != "unreserve"}
 
 
-class Named(Protocol):
-    """Anything with a node name (the framework's NodeInfo)."""
-
-    @property
-    def name(self) -> str: ...
-
-
 def pod_key(pod: KubeObject) -> tuple[str, str]:
     """(uid, namespace/name) of a pod; a pod without a uid is known by its name."""
     return pod_uid(pod), pod_name(pod)
@@ -126,7 +120,7 @@ def _ask(actor: pykka.ActorRef[Any], message: Any) -> Any:
 _name_of = attrgetter("name")
 
 
-def _names(nodes: Sequence[Named | str]) -> list[str]:
+def _names(nodes: Sequence[NamedNode | str]) -> list[str]:
     """The nodes' names: NodeInfos (the framework's) at C speed, or names as they are."""
     if nodes and not isinstance(nodes[0], str):
         with contextlib.suppress(AttributeError):  # a mix of nodes and names: the loop below
@@ -156,7 +150,7 @@ class WasmPlugin:
         #: Does Permit move a pod's actor to the binding map? (`assignments.moves_to_binding`)
         self._moves_to_binding = moves_to_binding(guest.exports)
         #: pod uid -> (nodes, their names, Score result) computed with PreScore, until Score asks.
-        self._early_scores: dict[str, tuple[Sequence[Named | str], list[str], ScoreResult]] = {}
+        self._early_scores: dict[str, tuple[Sequence[NamedNode | str], list[str], ScoreResult]] = {}
         info = self._first_instance()
         if info.broken:
             self.stop()
@@ -379,7 +373,7 @@ class WasmPlugin:
         return PreFilterResult(result) if isinstance(result, Status) else result
 
     def filter_nodes(self, state: CycleState | None, pod: KubeObject,
-                     nodes: Sequence[Named | str]) -> dict[str, Status]:
+                     nodes: Sequence[NamedNode | str]) -> dict[str, Status]:
         names = _names(nodes)
         result = self._run(Route, "filter", (pod, names, self._handle(state)), pod, "scheduling")
         if isinstance(result, Status):
@@ -388,14 +382,14 @@ class WasmPlugin:
         return result.as_dict()
 
     def add_pod(self, state: CycleState | None, pod: KubeObject, pod_to_add: KubeObject,
-                node: Named | str) -> Status:
+                node: NamedNode | str) -> Status:
         node_name = node if isinstance(node, str) else node.name
         args = (pod, pod_to_add, node_name, self._handle(state))
         result: Status = self._run(Route, "addpod", args, pod, "scheduling")
         return result
 
     def remove_pod(self, state: CycleState | None, pod: KubeObject, pod_to_remove: KubeObject,
-                   node: Named | str) -> Status:
+                   node: NamedNode | str) -> Status:
         node_name = node if isinstance(node, str) else node.name
         result: Status = self._run(Route, "removepod", (pod, pod_to_remove, node_name, self._handle(state)), pod,
                                    "scheduling")
@@ -407,7 +401,7 @@ class WasmPlugin:
         result = self._run(Route, "postfilter", (pod, codes, self._handle(state)), pod, "scheduling")
         return PostFilterResult(result) if isinstance(result, Status) else result
 
-    def pre_score(self, state: CycleState | None, pod: KubeObject, nodes: Sequence[Named | str]) -> Status:
+    def pre_score(self, state: CycleState | None, pod: KubeObject, nodes: Sequence[NamedNode | str]) -> Status:
         """PreScore, and Score over the same nodes in the same message (a guest exporting
         prescore also exports score): Score then answers from what this call brought."""
         if not self._exports("prescore"):
@@ -421,7 +415,7 @@ class WasmPlugin:
             self._early_scores[pod_key(pod)[0]] = (nodes, names, result.score)
         return result.prescore
 
-    def score_nodes(self, state: CycleState | None, pod: KubeObject, nodes: Sequence[Named | str]) -> ScoreResult:
+    def score_nodes(self, state: CycleState | None, pod: KubeObject, nodes: Sequence[NamedNode | str]) -> ScoreResult:
         early = self._early_scores.pop(pod_key(pod)[0], None)
         if early is not None and (early[0] is nodes or early[1] == _names(nodes)):
             return early[2]

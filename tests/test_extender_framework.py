@@ -324,7 +324,7 @@ def test_an_exception_in_the_binding_cycle_releases_every_instance(service) -> N
 
 def test_a_request_handle_finds_a_node_without_building_the_snapshot_view() -> None:
     nodes = {f"n-{i}": node(f"n-{i}") for i in range(1000)}
-    handle = RequestHandle(nodes, {})
+    handle = RequestHandle(nodes)
     assert handle.get_node("n-7") is nodes["n-7"] and handle._view is None
     assert handle.image_states("n-7") == {} and handle._view is not None
 

@@ -2,12 +2,12 @@
 
 This module owns what a plugin and the framework say to each other, whatever the
 plugin is written in: status codes and `Status`, the results of the extension points,
-cluster events, and `POINTS`, the one table of extension points (their name, the guest
-export that implements each, the result, whether it runs per node, whether it carries the
-pod's assignment lifecycle). Every other table of extension points is derived from it.
-It sits at the bottom of the layers and imports nothing of the project; the wasm ABI
-(export signatures, host imports, packed results) lives in `registry.guest_abi` and
-`actors.abi`.
+cluster events, `NamedNode` (what the framework reads of a node), and `POINTS`, the one
+table of extension points (their name, the guest export that implements each, the
+result, whether it runs per node, whether it carries the pod's assignment lifecycle).
+Every other table of extension points is derived from it. It sits at the bottom of the
+layers and imports nothing of the project; the wasm ABI (export signatures, host
+imports, packed results) lives in `registry.guest_abi` and `actors.abi`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, Protocol
 
 
 class Code(enum.IntEnum):
@@ -295,6 +295,15 @@ class FilterResult:
 
 
 # --- the extension points ------------------------------------------------------------
+
+class NamedNode(Protocol):
+    """What the framework itself reads of a node it hands its plugins: the name. Native
+    plugins take the framework's `NodeInfo`; wasm plugins need no more than this (the
+    HTTP extender gives them lighter nodes)."""
+
+    @property
+    def name(self) -> str: ...
+
 
 @dataclass(frozen=True, slots=True)
 class ExtensionPoint:

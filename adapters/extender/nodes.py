@@ -114,13 +114,11 @@ class RequestHandle:
     A guest's `node` import is one lookup in a map made on the first such read (most
     requests have none); the snapshot view (for image states) likewise."""
 
-    def __init__(self, nodes: Mapping[str, KubeObject] | Sequence[RequestNode],
-                 pods_by_uid: Mapping[str, KubeObject]) -> None:
+    def __init__(self, nodes: Mapping[str, KubeObject] | Sequence[RequestNode]) -> None:
         self._given = nodes
         self._by_name: Mapping[str, KubeObject] | None = nodes if isinstance(nodes, Mapping) else None
         self._list: tuple[KubeObject, ...] | None = None
         self._view: SnapshotView | None = None
-        self._pods = pods_by_uid
         self.events: list[Mapping[str, Any]] = []
 
     @property

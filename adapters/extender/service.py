@@ -56,9 +56,10 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import ChainMap
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -185,12 +186,11 @@ class ExtenderService:
             known = self.node_cache.nodes
         return self._known.of(args.node_names, known)
 
-    def _bind_nodes(self) -> dict[str, KubeObject]:
-        """What a binding cycle's guest reads: the latest object of every known node."""
-        return {**self.node_cache.nodes, **self._latest_nodes}
-
-    def _handle(self, infos: Sequence[RequestNode]) -> RequestHandle:
-        return RequestHandle(infos, self.node_cache.pods)
+    def _bind_nodes(self) -> Mapping[str, KubeObject]:
+        """What a binding cycle's guest reads: the latest object of every known node (a
+        view, merged only if the guest lists the nodes)."""
+        # Only read through (typeshed asks every map of a ChainMap to be mutable).
+        return ChainMap(self._latest_nodes, cast(MutableMapping[str, KubeObject], self.node_cache.nodes))
 
     def _cycle_of(self, pod: KubeObject) -> _Cycle | None:
         """The pod's cycle under way here (held for its bind, or in the slot), if any."""
@@ -249,7 +249,7 @@ class ExtenderService:
             failed = {n: "node unknown to the extender's node cache" for n in args.node_names if n not in known}
         unresolvable: dict[str, str] = {}
         try:
-            cycle, state = self._begin(args.pod, self._handle(infos))
+            cycle, state = self._begin(args.pod, RequestHandle(infos))
         except ExtenderCallError as exc:  # the pod's last bind still runs
             return protocol.filter_result([], args.nodes, {}, {}, str(exc))
         status, subset = cycle.pre_filter, cycle.subset
@@ -264,20 +264,16 @@ class ExtenderService:
             candidates = [info for info in infos if info.name in subset]
             outside = (n for n in names if n not in subset)
             unresolvable.update(dict.fromkeys(outside, "node not in the PreFilter result"))
-        feasible: list[str] = []
-        if not self.framework.has("filter"):  # a scoring plugin: every candidate passes
-            feasible = [info.name for info in candidates]
-            candidates = []
         statuses, error = self.framework.run_filter(state, args.pod, candidates)
         if not error.ok:
             return protocol.filter_result([], args.nodes, {}, {}, error.reason)
-        for info in candidates:
-            node_status = statuses[info.name]
-            if node_status is SUCCESS or node_status.ok:  # most nodes pass: the short way first
-                feasible.append(info.name)
-                continue
-            target = unresolvable if node_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
-            target[info.name] = node_status.reason or f"rejected by {node_status.plugin}"
+        # `run_filter` gives every node that passed the one SUCCESS, in the order given.
+        feasible = [name for name, node_status in statuses.items() if node_status is SUCCESS]
+        if len(feasible) < len(statuses):
+            for name, node_status in statuses.items():
+                if node_status is not SUCCESS:
+                    target = unresolvable if node_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
+                    target[name] = node_status.reason or f"rejected by {node_status.plugin}"
         cycle.feasible = frozenset(feasible)
         if feasible and self.expect_bind:
             # kube-scheduler may bind now without a prioritize (one feasible node), and the
@@ -287,7 +283,7 @@ class ExtenderService:
 
     def prioritize(self, args: protocol.ExtenderArgs) -> list[dict[str, Any]]:
         infos = self._nodes_for(args)
-        handle = self._handle(infos)
+        handle = RequestHandle(infos)
         # Without a filter verb, each cycle that reaches this extender starts with its
         # prioritize (a cycle a preempt began ended with that preempt: the pod was retried).
         cycle = self._cycle_of(args.pod) if self._filter_seen else None
@@ -402,7 +398,7 @@ class ExtenderService:
         Unreserve on a failure, or on an exception (a bug of ours or a binder's), so the pod's
         instances go back to their pools whatever happens."""
         pod, node, framework = cycle.pod, args.node, self.framework
-        state = self._lend(cycle, RequestHandle(self._bind_nodes(), self.node_cache.pods))
+        state = self._lend(cycle, RequestHandle(self._bind_nodes()))
         who = f"{args.pod_namespace}/{args.pod_name}"
 
         def fail(reason: str) -> dict[str, Any]:
@@ -457,7 +453,7 @@ class ExtenderService:
         the first call of a cycle (kube-scheduler's own filters left no node): it begins
         one then, as filter would."""
         known = {name: self.node_cache.nodes.get(name) or self._latest_nodes.get(name) for name in args.victims}
-        handle = RequestHandle({n: node for n, node in known.items() if node is not None}, self.node_cache.pods)
+        handle = RequestHandle({n: node for n, node in known.items() if node is not None})
         cycle = self._cycle_of(args.pod)
         if cycle is not None:
             state = self._lend(cycle, handle)

@@ -26,7 +26,7 @@ from wasm_scheduler.actors.log_level import DEBUG, enabled
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, pod_key
 from wasm_scheduler.adapters.framework.results import PASSED, CycleTrace
-from wasm_scheduler.adapters.framework.snapshot import NamedNode, NodeInfo
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 from wasm_scheduler.adapters.framework.waiting_pods import MAX_PERMIT_TIMEOUT_S
 from wasm_scheduler.framework_api import (
     MAX_NODE_SCORE,
@@ -34,6 +34,7 @@ from wasm_scheduler.framework_api import (
     POINT_NAMES,
     SUCCESS,
     Code,
+    NamedNode,
     PostFilterResult,
     Status,
     score_columns,
@@ -506,4 +507,3 @@ class Framework(Generic[NodeT]):
     def run_post_bind(self, state: CycleState, pod: KubeObject, node: str) -> None:
         """Every PostBind plugin (see `_every`)."""
         self._every("PostBind", "post_bind", self.points["post_bind"], state, pod, node)
-

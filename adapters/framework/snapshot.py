@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, pod_images, with_changes
 from wasm_scheduler.adapters.framework.resources import ZERO, Resources
@@ -55,15 +55,6 @@ def normalized_image(name: str) -> str:
     """An image name with the tag Kubernetes assumes when none is given."""
     last = name.rsplit("/", 1)[-1]
     return name if ":" in last or "@" in last else f"{name}:latest"
-
-
-class NamedNode(Protocol):
-    """What the framework itself reads of a node it hands its plugins: the name. Native
-    plugins take `NodeInfo`; wasm plugins need no more than this (the HTTP extender gives
-    them lighter nodes)."""
-
-    @property
-    def name(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True, eq=False)

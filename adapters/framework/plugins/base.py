@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.errors import UserError
 from wasm_scheduler.adapters.framework.pods import KubeObject
-from wasm_scheduler.adapters.framework.snapshot import NamedNode, NodeInfo
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 from wasm_scheduler.framework_api import (
     DEFAULT_CLUSTER_EVENTS,
     MAX_NODE_SCORE,
@@ -29,6 +29,7 @@ from wasm_scheduler.framework_api import (
     SUCCESS,
     ClusterEvent,
     Code,
+    NamedNode,
     NodeScore,
     NormalizeScoreResult,
     PermitResult,
