@@ -404,10 +404,10 @@ class ExtenderProcess:
                  f"extender listening on {self.port}")
         return self
 
-    def log_records(self) -> list[dict[str, Any]]:
-        """Every JSON record of the extender's log so far."""
+    def log_records(self, last_start_only: bool = False) -> list[dict[str, Any]]:
+        """Every JSON record of the extender's log so far (or of its last start only)."""
         records = []
-        for line in self.process.log_path.read_text(errors="replace").splitlines():
+        for line in self.log_lines(last_start_only):
             if line.startswith("{"):
                 try:
                     records.append(json.loads(line))
@@ -415,6 +415,10 @@ class ExtenderProcess:
                     continue
         return records
 
-    def log_lines(self) -> list[str]:
-        return [line for line in self.process.log_path.read_text(errors="replace").splitlines()
-                if line.startswith("{")]
+    def log_lines(self, last_start_only: bool = False) -> list[str]:
+        """The JSON lines of the log (a restarted extender appends to it after a `==== start` line)."""
+        lines = self.process.log_path.read_text(errors="replace").splitlines()
+        if last_start_only:
+            starts = [i for i, line in enumerate(lines) if line.startswith("==== start")]
+            lines = lines[starts[-1]:] if starts else lines
+        return [line for line in lines if line.startswith("{")]
