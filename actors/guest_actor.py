@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pykka
-import structlog
 
 from wasm_scheduler.actors.guest_instance import GuestInstance
 from wasm_scheduler.actors.kube.wire_cache import WireCache
@@ -35,12 +34,13 @@ from wasm_scheduler.framework_api import (
     ScoreResult,
     Status,
 )
+from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.compiler import CompiledGuest
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError
 from wasm_scheduler.registry.guest_abi import EXPORT_RESULTS
 
-log = structlog.get_logger("actors.guest")
+log = get_logger("actors.guest")
 
 #: The message that runs PreScore and then Score (`framework_api.PreScoreAndScore`).
 PRESCORE_AND_SCORE = "prescore_and_score"

@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from itertools import repeat
 from typing import Any
 
-import structlog
 import wasmtime
 
 from wasm_scheduler.actors.abi import decode_permit, decode_postfilter, decode_score, high_words
@@ -53,12 +52,13 @@ from wasm_scheduler.framework_api import (
     ScoreResult,
     Status,
 )
+from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.compiler import CompiledGuest, deadline_ticks
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError
 from wasm_scheduler.registry.guest_abi import EXPORT_RESULTS
 
-log = structlog.get_logger("actors.instance")
+log = get_logger("actors.instance")
 
 #: Exceptions a guest can cause during a call. Anything else is a bug of the host.
 GUEST_FAULTS: tuple[type[BaseException], ...] = (

@@ -24,8 +24,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
 from wasm_scheduler.actors.go_json import GoJSONError, go_cstrings, go_event, go_score_map, go_text
 from wasm_scheduler.actors.guest_memory import GuestFault, GuestMemory
 from wasm_scheduler.actors.handle import FrameworkHandle, KubeObject, pod_name
@@ -33,6 +31,7 @@ from wasm_scheduler.actors.kube.codec import encode_pod
 from wasm_scheduler.actors.kube.wire_cache import WireCache
 from wasm_scheduler.actors.log_level import enabled
 from wasm_scheduler.framework_api import ClusterEvent
+from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.guest_abi import HOST_IMPORTS
 
 #: Largest result a guest may hand over in one call (a node-name list, a score map...).
@@ -106,7 +105,7 @@ class HostFunctions:
         self.wire_cache = wire_cache
         self.memory: GuestMemory | None = None
         self.context: CallContext | None = None
-        self.log = structlog.get_logger("guest").bind(plugin=plugin, instance=instance_id)
+        self.log = get_logger("guest").bind(plugin=plugin, instance=instance_id)
 
     # --- plumbing ----------------------------------------------------------------------
 
@@ -178,7 +177,7 @@ class HostFunctions:
 
     def target_pod(self, buf: int, buf_limit: int) -> int:
         ctx = self._ctx("targetPod")
-        data = self.wire_cache.pod(ctx.target_pod) if ctx.target_pod is not None else b""
+        data = self.wire_cache.pod(ctx.target_pod, target=True) if ctx.target_pod is not None else b""
         return self._mem().give(data, buf, buf_limit, "targetPod")
 
     def current_node_name(self, buf: int, buf_limit: int) -> int:

@@ -25,7 +25,9 @@ the index moves.
 The driver's memory: bytes [0, 4) the index of the node in progress; then the results
 (an i64 a node, i32 results sign-extended); then the batch's name table (u32 offset,
 u32 length a node); then the names' bytes, each distinct name written once and
-remembered, until they pass `NAME_BYTES_LIMIT` and are written afresh.
+remembered, until they pass `NAME_BYTES_LIMIT` or twice the names of the batch at hand
+(at least `NAME_ENTRIES_MIN`) and are written afresh: an instance keeps no more names
+than its recent batches had, however many node names it has seen over its life.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ PER_NODE_SLOTS = {"score": 0, "filter": 1, "addpod": 2, "removepod": 3}
 
 #: Names' bytes kept in the driver's memory before it starts over.
 NAME_BYTES_LIMIT = 4 * 1024 * 1024
+#: Names remembered before it starts over, when that is more than twice the batch's.
+NAME_ENTRIES_MIN = 1024
 
 _PAGE = 65536
 _RESULTS_AT = 8
@@ -237,7 +241,8 @@ class NodeLoop:
         entries = self._entries
         new = {name: name.encode() for name in names if name not in entries}
         size = sum(len(data) for data in new.values())
-        if self._bytes_end + size - self._bytes_at > NAME_BYTES_LIMIT:
+        if (self._bytes_end + size - self._bytes_at > NAME_BYTES_LIMIT
+                or len(entries) + len(new) > max(NAME_ENTRIES_MIN, 2 * len(names))):
             self._bytes_end, entries = self._bytes_at, {}
             self._entries = entries
             new = {name: name.encode() for name in names}

@@ -33,16 +33,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pykka
-import structlog
 
 from wasm_scheduler.actors.assignments import TOMBSTONE, Assignments
 from wasm_scheduler.actors.guest_actor import GuestActor, InstanceBroken, InstanceHealth, Replied
 from wasm_scheduler.actors.kube.wire_cache import WireCache
 from wasm_scheduler.actors.mailbox import MailboxActor
+from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.compiler import CompiledGuest
 from wasm_scheduler.registry.config import PluginConfig
 
-log = structlog.get_logger("actors.supervisor")
+log = get_logger("actors.supervisor")
 
 
 # --- messages ------------------------------------------------------------------------

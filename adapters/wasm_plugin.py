@@ -43,7 +43,6 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import pykka
-import structlog
 
 from wasm_scheduler.actors.assignments import moves_to_binding
 from wasm_scheduler.actors.guest_actor import (
@@ -92,6 +91,7 @@ from wasm_scheduler.framework_api import (
     ScoreResult,
     Status,
 )
+from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.compiler import CompiledGuest, GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError
@@ -99,7 +99,7 @@ from wasm_scheduler.registry.errors import GuestLoadError
 if TYPE_CHECKING:  # the framework package imports this module
     from wasm_scheduler.adapters.framework.cycle_state import CycleState
 
-log = structlog.get_logger("adapters.wasm_plugin")
+log = get_logger("adapters.wasm_plugin")
 
 #: Framework extension point -> the guest exports that implement it (Unreserve is left
 #: out: it is implemented whatever the guest exports, as Reserve's lifecycle always releases).
@@ -270,11 +270,15 @@ class WasmPlugin:
             began, result = replied.route, replied.result
         if isinstance(began, Lost):
             self._cycle.pop(uid, None)
+            if uid not in self._bound:
+                self.wire_cache.forget_pod(uid)
             return began, result
         assert isinstance(began, Began), began
         if began.ended_pod_uid:
             self._cycle.pop(began.ended_pod_uid, None)
             self._early_scores.pop(began.ended_pod_uid, None)
+            if began.ended_pod_uid not in self._bound:  # its cycle is over: its bytes go
+                self.wire_cache.forget_pod(began.ended_pod_uid)
         self._cycle[uid] = began.assigned
         return began.assigned, result
 
@@ -308,6 +312,7 @@ class WasmPlugin:
         # The answer forgotten is the assignment the supervisor releases (`Assignments.release`:
         # the binding one first), so a pod scheduled again while its last binding cycle ran
         # keeps the answer for its new cycle, and that cycle's Release is sent in turn.
+        self.wire_cache.forget_pod(uid)  # re-encoded if a cycle of the pod still needs it
         if self._bound.pop(uid, None) is None and self._cycle.pop(uid, None) is None:
             return
         self._early_scores.pop(uid, None)

@@ -360,3 +360,23 @@ def test_without_a_filter_verb_a_cycle_preempt_began_is_not_the_next_cycles(serv
     svc.preempt(preempt(a, "node-1"))  # cycle 1: the in-tree filters left no node
     svc.prioritize(args(a))  # cycle 2, the retry: no filter verb, so it begins here
     assert svc.bind(binding("a", "node-1")) == {"Error": ""}
+
+
+def test_a_failed_prioritize_refuses_the_bind_and_gives_the_instance_back(service) -> None:
+    """kube-scheduler ignores a failed prioritize and binds the pod anyway (seen through the
+    real scheduler: tests/e2e/test_faults_e2e.py); in-process a Score error fails the cycle.
+    The extender refuses that bind, so the pod is retried, and its instances go back at once."""
+    binder = Binder()
+    svc, (plugin,) = service(("big", SCORES_200), binder=binder)
+    p = pod("a")
+    assert svc.filter(args(p))["NodeNames"] == NODES
+    with pytest.raises(ExtenderCallError, match="invalid score 200"):
+        svc.prioritize(args(p))
+    answer = svc.bind(binding("a", "node-0"))
+    assert "prioritize of pod ns/a failed" in answer["Error"] and binder.calls == []
+    counts = plugin.counts()
+    assert (counts.binding, counts.scheduling, svc.awaiting_bind()) == (0, 0, 0), counts
+    # The retry is a new cycle: its filter and bind go through.
+    assert svc.filter(args(p))["NodeNames"] == NODES
+    assert svc.bind(binding("a", "node-0")) == {"Error": ""}
+    assert binder.calls == ["ns/a -> node-0"]

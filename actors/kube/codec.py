@@ -60,10 +60,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-import structlog
 from google.protobuf.message import Message
 
 from wasm_scheduler.actors.kube import schema as ks
+from wasm_scheduler.logger import get_logger
 
 __all__ = [
     "KubeCodecError",
@@ -73,7 +73,7 @@ __all__ = [
     "encode_pod",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class KubeCodecError(ValueError):

@@ -3,7 +3,9 @@
 This module owns the one write the extender makes to a cluster: POST of a `v1.Binding`
 to the pod's `binding` subresource, with the official `kubernetes` client configured
 from in-cluster credentials, a kubeconfig, or an explicit API server URL (tests point it
-at a local endpoint that records the request).
+at a local endpoint that records the request). Turning those credentials into a client
+(`new_api_client`) is here too, for the binder and for the watched view of the cluster
+(`cluster_watch`) alike.
 
 The client is an optional dependency (``pip install 'wasm-scheduler[extender]'``): it is
 imported only when a binder is built, and its absence then is one clear `UserError`
@@ -18,26 +20,59 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import structlog
-
 from wasm_scheduler.adapters.framework.cluster import parse_yaml_documents, read_regular_file
 from wasm_scheduler.adapters.framework.errors import UserError, clip
+from wasm_scheduler.logger import get_logger
 
-log = structlog.get_logger("adapters.extender.binder")
+log = get_logger("adapters.extender.binder")
 
 #: How to install the optional Kubernetes client.
 INSTALL_HINT = "pip install 'wasm-scheduler[extender]'"
 
 
-def import_kubernetes(requested_by: str) -> tuple[Any, Any]:
+def import_kubernetes(requested_by: str, needed_for: str = "creating Bindings") -> tuple[Any, Any]:
     """The `kubernetes.client` and `kubernetes.config` modules; a UserError naming `requested_by`
-    (the option or setting that asked for the API) when the optional client is not installed."""
+    (the option or setting that asked for the API) and what it is `needed_for` when the optional
+    client is not installed."""
     try:
         from kubernetes import client, config
     except ImportError:
-        raise UserError(f"{requested_by}: creating Bindings needs the Kubernetes API client, which is not "
+        raise UserError(f"{requested_by}: {needed_for} needs the Kubernetes API client, which is not "
                         f"installed: {INSTALL_HINT}") from None
     return client, config
+
+
+def credentials_origin(api_server: str = "", kubeconfig: str = "") -> str:
+    """How a UserError names the credentials: the option, or in-cluster when neither is given."""
+    return (f"--api-server {api_server}" if api_server else f"--kubeconfig {kubeconfig}"
+            if kubeconfig else "in-cluster credentials (KUBERNETES_SERVICE_HOST is set)")
+
+
+def new_api_client(api_server: str = "", kubeconfig: str = "", requested_by: str = "",
+                   needed_for: str = "creating Bindings") -> tuple[Any, Any]:
+    """The `kubernetes.client` module and an `ApiClient` for an explicit API server URL, else a
+    kubeconfig, else in-cluster credentials: the one place the extender's API credentials are
+    turned into a client (the binder and the cluster watch both use it). A missing client, a bad
+    kubeconfig or missing in-cluster credentials is a one-line UserError naming `requested_by`."""
+    requested_by = requested_by or credentials_origin(api_server, kubeconfig)
+    client, config = import_kubernetes(requested_by, needed_for)
+    if api_server:
+        configuration = client.Configuration()
+        configuration.host = api_server.rstrip("/")
+        return client, client.ApiClient(configuration)
+    if kubeconfig:
+        check_kubeconfig(Path(kubeconfig))
+        try:
+            return client, config.new_client_from_config(config_file=kubeconfig, persist_config=False)
+        except Exception as exc:  # ConfigException, OSError, ValueError from the client's loader
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise UserError(f"{kubeconfig}: kubeconfig: {clip(first, 240)}") from None
+    try:
+        config.load_incluster_config()
+    except Exception as exc:  # ConfigException: the service account's token or CA is missing
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise UserError(f"in-cluster credentials: {clip(first, 240)}") from None
+    return client, client.ApiClient()
 
 
 class Binder(Protocol):
@@ -59,28 +94,7 @@ class KubernetesBinder:
 
     def __init__(self, api_server: str = "", kubeconfig: str = "", timeout_s: float = 10.0,
                  requested_by: str = "") -> None:
-        if not requested_by:
-            requested_by = (f"--api-server {api_server}" if api_server else f"--kubeconfig {kubeconfig}"
-                            if kubeconfig else "in-cluster credentials (KUBERNETES_SERVICE_HOST is set)")
-        client, config = import_kubernetes(requested_by)
-        if api_server:
-            configuration = client.Configuration()
-            configuration.host = api_server.rstrip("/")
-            api_client = client.ApiClient(configuration)
-        elif kubeconfig:
-            check_kubeconfig(Path(kubeconfig))
-            try:
-                api_client = config.new_client_from_config(config_file=kubeconfig, persist_config=False)
-            except Exception as exc:  # ConfigException, OSError, ValueError from the client's loader
-                first = (str(exc).splitlines() or [type(exc).__name__])[0]
-                raise UserError(f"{kubeconfig}: kubeconfig: {clip(first, 240)}") from None
-        else:
-            try:
-                config.load_incluster_config()
-            except Exception as exc:  # ConfigException: the service account's token or CA is missing
-                first = (str(exc).splitlines() or [type(exc).__name__])[0]
-                raise UserError(f"in-cluster credentials: {clip(first, 240)}") from None
-            api_client = client.ApiClient()
+        client, api_client = new_api_client(api_server, kubeconfig, requested_by)
         self._api = client.CoreV1Api(api_client)
         self._client = client
         self._timeout = timeout_s

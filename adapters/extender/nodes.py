@@ -7,12 +7,16 @@ node-cache-capable requests (`NodeCache` from a loader; `snapshot_reload` has th
 that follows a file); `KnownNodes`, one `RequestNode` per node of such a source, made
 again only when the node's object changes; and `RequestHandle`, the framework handle a
 request lends its guests: the nodes it carries, looked up by name, with the snapshot
-view (image states) built only if a guest asks for it.
+view (image states) built only if a guest asks for it. For requests that carry whole
+nodes, `LiveNodes` keeps the latest object of each node a live cycle refers to (and no
+other), and `CycleNodes` is what a binding cycle's guests read of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -156,3 +160,80 @@ class RequestHandle:
 
     def reject_waiting_pod(self, uid: str, plugin: str, reason: str) -> bool:
         return False
+
+
+class LiveNodes:
+    """The latest object of each node that a live cycle refers to, for requests that carry
+    whole nodes (not node-cache-capable): what a binding cycle's guests and a later preempt
+    read. One object a node name however many cycles refer to it, and none once no live
+    cycle does: every cycle that `refer`s to names must `forget` them when it ends, so what
+    this keeps is bounded by the pods in flight, never by the node names ever seen. Safe
+    from several threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._objects: dict[str, KubeObject] = {}
+        #: How many live cycles refer to each node (Counter.update counts in C).
+        self._refs: Counter[str] = Counter()
+
+    def refer(self, held: frozenset[str], names: Sequence[str], nodes: Sequence[KubeObject]) -> frozenset[str]:
+        """Take these objects as the latest of their nodes; a cycle that refers to `held` now refers
+        to these names too (the names it refers to are returned)."""
+        new = frozenset(names) - held if held else frozenset(names)
+        with self._lock:
+            self._objects.update(zip(names, nodes, strict=True))
+            self._refs.update(new)
+        return held | new if held else new
+
+    def forget(self, names: Iterable[str]) -> None:
+        """A cycle that referred to `names` no longer does; a node no cycle refers to is dropped."""
+        with self._lock:
+            objects, refs = self._objects, self._refs
+            for name in names:
+                left = refs[name] - 1
+                if left > 0:
+                    refs[name] = left
+                else:
+                    del refs[name]
+                    objects.pop(name, None)
+
+    def get(self, name: str) -> KubeObject | None:
+        return self._objects.get(name)  # one dict read: atomic
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def names(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._objects)
+
+
+class CycleNodes(Mapping[str, KubeObject]):
+    """The nodes a binding cycle's guests read: the latest object of each node its cycle refers
+    to (`LiveNodes`), then the node source's. Iterating reads the cycle's own names (a frozen
+    set) and the source's map (swapped whole, never edited), so no other request changes it
+    underfoot."""
+
+    def __init__(self, names: frozenset[str], live: LiveNodes, source: Mapping[str, KubeObject]) -> None:
+        self._names = names
+        self._live = live
+        self._source = source
+
+    def __getitem__(self, name: str) -> KubeObject:
+        if name in self._names:
+            node = self._live.get(name)
+            if node is not None:
+                return node
+        return self._source[name]
+
+    def __iter__(self) -> Iterator[str]:
+        live = self._live
+        for name in self._names:
+            if live.get(name) is not None:
+                yield name
+        for name in self._source:
+            if name not in self._names:
+                yield name
+
+    def __len__(self) -> int:
+        return sum(1 for _name in self)

@@ -1,13 +1,14 @@
 """The HTTP side of the extender: routes, limits, security, and answers that never take it down.
 
 This module owns serving `ExtenderService` over HTTP/1.1 (or HTTPS), one thread per
-connection: POST `/filter`, `/prioritize`, `/bind`, `/preempt` (kube-scheduler's
-`urlPrefix` is the server's address and the verbs are their names) and GET or HEAD
+connection: a POST to each verb (`Verbs`: the paths kube-scheduler's `filterVerb`,
+`prioritizeVerb`, `bindVerb` and `preemptVerb` name, `filter`, `prioritize`, `bind` and
+`preempt` by default, under whatever path its `urlPrefix` has) and GET or HEAD
 `/healthz`, `/readyz`, `/livez`. It also owns what a client may cost the process
 (`ServerLimits`: listen backlog, simultaneous connections, the time a request may take
-to arrive, the body size), who may call the verbs (`ServerSecurity`: TLS, client
-certificates, a bearer token) and the drain on shutdown (stop accepting, close idle
-connections, let requests in flight finish).
+to arrive, how long an idle keep-alive connection is kept, the body size), who may call
+the verbs (`ServerSecurity`: TLS, client certificates, a bearer token) and the drain on
+shutdown (stop accepting, close idle connections, let requests in flight finish).
 
 Malformed JSON, a wrong shape or bad framing is a 400 with a JSON error, a body over the
 size limit a 413, an unknown path a 404, a guest failure in prioritize a 500 with the
@@ -22,40 +23,50 @@ import contextlib
 import hmac
 import io
 import json
+import os
 import re
 import secrets
 import socket
 import socketserver
 import ssl
+import stat
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-import structlog
+import pykka
 
 from wasm_scheduler.adapters.extender import protocol
 from wasm_scheduler.adapters.extender.service import ExtenderCallError, ExtenderService
-from wasm_scheduler.adapters.framework.errors import UserError
+from wasm_scheduler.adapters.framework.cluster import read_regular_file
+from wasm_scheduler.adapters.framework.errors import UserError, clip
+from wasm_scheduler.logger import get_logger
 
-log = structlog.get_logger("adapters.extender.server")
+log = get_logger("adapters.extender.server")
 
 #: Largest request body accepted, in bytes (a NodeList of thousands of nodes fits).
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
-#: Seconds a connection may take to deliver a whole request (headers and body), counted
-#: from the moment the server starts waiting for it (so idle keep-alive time counts too).
+#: Seconds a connection may take to deliver a whole request (headers and body), counted from
+#: its connect (a first request) or from the first byte of a request on a kept-alive connection.
 DEFAULT_READ_TIMEOUT_S = 30.0
+#: Seconds a kept-alive connection may sit idle between requests. Above the 90 s that Go's
+#: HTTP client (kube-scheduler's) keeps an idle connection: the client closes it first, so it
+#: never sends a request on a connection the server is closing (it does not retry a POST).
+DEFAULT_IDLE_TIMEOUT_S = 120.0
 #: Connections served at once; more are answered 503 and closed without a thread.
 DEFAULT_MAX_CONNECTIONS = 256
 #: Length of the kernel's queue of connections not yet accepted (capped by net.core.somaxconn).
 DEFAULT_BACKLOG = 1024
 #: Seconds the drain on shutdown waits for requests in flight.
 DEFAULT_DRAIN_S = 10.0
+#: Largest --token-file read, in bytes.
+MAX_TOKEN_BYTES = 64 * 1024
 
 #: After the last answer, how long and how much unread input is discarded before the socket is
 #: closed: closing with unread input makes the kernel send a reset, which can destroy the answer
@@ -79,6 +90,56 @@ class ServerLimits:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     backlog: int = DEFAULT_BACKLOG
     drain_s: float = DEFAULT_DRAIN_S
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+
+
+#: What a verb's path may hold (a URL path's unreserved characters and slashes).
+_VERB_PATH = re.compile(r"[A-Za-z0-9._~-]+(?:/[A-Za-z0-9._~-]+)*")
+
+
+@dataclass(frozen=True)
+class Verbs:
+    """The path of each verb under kube-scheduler's `urlPrefix`: its extender entry's
+    `filterVerb`, `prioritizeVerb`, `bindVerb` and `preemptVerb`. A request is routed by the
+    end of its path (whatever path the urlPrefix has before it), the longest verb first."""
+
+    filter: str = "filter"
+    prioritize: str = "prioritize"
+    bind: str = "bind"
+    preempt: str = "preempt"
+
+    def checked(self) -> Verbs:
+        """These verbs, or a UserError naming the option of a bad one."""
+        seen: dict[str, str] = {}
+        for item in fields(self):
+            option, path = f"--{item.name}-verb", getattr(self, item.name)
+            if not _VERB_PATH.fullmatch(path):
+                raise UserError(f"{option} {clip(path)!r}: expected a URL path such as {item.name} (letters, digits, "
+                                "'.', '_', '~', '-', and '/' between them), as kube-scheduler's "
+                                f"{item.name}Verb says")
+            if path in seen:
+                raise UserError(f"{option} {path}: the same path as --{seen[path]}-verb")
+            seen[path] = item.name
+        return self
+
+    def route(self, path: str) -> str:
+        """The verb ("filter", ...) whose path ends the request's path; "" when none does."""
+        path = path.split("?", 1)[0].strip("/")
+        best, best_length = "", -1
+        for item in fields(self):
+            verb_path = getattr(self, item.name)
+            if (path == verb_path or path.endswith("/" + verb_path)) and len(verb_path) > best_length:
+                best, best_length = item.name, len(verb_path)
+        return best
+
+    def paths(self) -> list[str]:
+        return ["/" + getattr(self, item.name) for item in fields(self)]
+
+
+class Flag(Protocol):
+    """What the drain asks whether to cut itself short (a threading.Event does)."""
+
+    def is_set(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -94,8 +155,9 @@ def tls_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSL
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     for option, path in (("--tls-cert", cert), ("--tls-key", key), ("--client-ca", client_ca)):
-        if path is not None and not path.is_file():
-            raise UserError(f"{option} {path}: no such file")
+        problem = _file_problem(path) if path is not None else ""
+        if problem:
+            raise UserError(f"{option} {path}: {problem}")
     try:
         context.load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as exc:
@@ -110,12 +172,36 @@ def tls_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSL
     return context
 
 
-def read_token(path: Path) -> bytes:
-    """The bearer token in `path` (surrounding whitespace dropped); an unreadable or empty file is a UserError."""
+def _file_problem(path: Path) -> str:
+    """Why `path` is not a regular file to read ("" when it is one), in the words an operator
+    needs: a FIFO or a folder is not "no such file"."""
     try:
-        token = path.read_bytes().strip()
-    except OSError as exc:
-        raise UserError(f"--token-file {path}: cannot read the token: {exc.strerror or exc}") from None
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except (OSError, ValueError) as exc:
+        return f"cannot read it: {getattr(exc, 'strerror', None) or exc}"
+    if stat.S_ISREG(mode):
+        return ""
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return f"is {what}, not a regular file"
+    return "is not a regular file"
+
+
+def read_token(path: Path) -> bytes:
+    """The bearer token in `path` (surrounding whitespace dropped); a file that is not a regular
+    one of at most `MAX_TOKEN_BYTES` (a device, a FIFO: read like --config), unreadable or empty
+    is a UserError."""
+    problem = _file_problem(path)
+    if problem:
+        raise UserError(f"--token-file {path}: {problem}")
+    try:
+        token = read_regular_file(path, "token", MAX_TOKEN_BYTES).strip()
+    except UserError as exc:
+        raise UserError(f"--token-file {exc}") from None
     if not token:
         raise UserError(f"--token-file {path}: the file is empty")
     if any(b < 0x21 or b > 0x7E for b in token):
@@ -135,13 +221,15 @@ class ExtenderServer(socketserver.TCPServer):
     allow_reuse_address = True
 
     def __init__(self, address: tuple[str, int], service: ExtenderService, max_body: int | None = None,
-                 limits: ServerLimits | None = None, security: ServerSecurity | None = None) -> None:
+                 limits: ServerLimits | None = None, security: ServerSecurity | None = None,
+                 verbs: Verbs | None = None) -> None:
         limits = limits or ServerLimits()
         if max_body is not None:
             limits = ServerLimits(max_body, limits.read_timeout_s, limits.max_connections, limits.backlog,
-                                  limits.drain_s)
+                                  limits.drain_s, limits.idle_timeout_s)
         self.limits = limits
         self.security = security or ServerSecurity()
+        self.verbs = (verbs or Verbs()).checked()
         self.service = service
         self.request_queue_size = max(limits.backlog, 1)
         self._lock = threading.Lock()
@@ -245,7 +333,7 @@ class ExtenderServer(socketserver.TCPServer):
 
     # -- shutdown ----------------------------------------------------------------------
 
-    def drain(self, timeout_s: float | None = None, hurry: threading.Event | None = None) -> int:
+    def drain(self, timeout_s: float | None = None, hurry: Flag | None = None) -> int:
         """Stop accepting, close idle connections, and wait up to `timeout_s` (the limits' drain time by
         default; cut short when `hurry` is set) for requests in flight. Returns the connections still open."""
         timeout_s = self.limits.drain_s if timeout_s is None else timeout_s
@@ -271,7 +359,7 @@ class ExtenderServer(socketserver.TCPServer):
             log.warning("extender.drain_incomplete", connections=left, drain_s=timeout_s)
         return left
 
-    def stop(self, drain_s: float | None = None, hurry: threading.Event | None = None) -> None:
+    def stop(self, drain_s: float | None = None, hurry: Flag | None = None) -> None:
         """Drain (see `drain`) and close the listening socket."""
         self.drain(drain_s, hurry)
         self.server_close()
@@ -327,7 +415,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection = self.request
         self.deadline = time.monotonic() + self.server.limits.read_timeout_s
         self.started = 0.0
-        self.rfile = io.BufferedReader(_DeadlineReader(self), 64 * 1024)
+        self.reader = io.BufferedReader(_DeadlineReader(self), 64 * 1024)
+        self.rfile = self.reader
         self.wfile = _Writer(self)
 
     def finish(self) -> None:
@@ -385,14 +474,21 @@ class _Handler(BaseHTTPRequestHandler):
 
     def handle_one_request(self, entered: bool = False) -> None:
         self.close_connection = True
+        limits = self.server.limits
         if not entered:
             if not self.server._enter_idle(self):
                 return
-            self.deadline = time.monotonic() + self.server.limits.read_timeout_s
+            # A kept-alive connection may sit idle up to the idle timeout; the read deadline
+            # counts from its next request's first byte.
+            self.deadline = time.monotonic() + limits.idle_timeout_s
         self.command = self.request_version = self.requestline = ""
         self.raw_requestline = b""
         try:
             try:
+                if not entered:
+                    if not self.reader.peek(1):
+                        return  # the client closed the idle connection
+                    self.deadline = time.monotonic() + limits.read_timeout_s
                 self.raw_requestline = self.rfile.readline(65537)
             finally:
                 self.server._leave_idle(self)
@@ -506,7 +602,7 @@ class _Handler(BaseHTTPRequestHandler):
         return scheme.lower() == "bearer" and hmac.compare_digest(credential.strip().encode("latin-1"), token)
 
     def do_POST(self) -> None:  # noqa: N802
-        verb = self.path.split("?", 1)[0].strip("/").rsplit("/", 1)[-1]
+        verb = self.server.verbs.route(self.path)
         handler = _VERBS.get(verb)
         if handler is not None and not self._authorized():
             self.close_connection = True  # an unauthenticated body is not read
@@ -516,7 +612,8 @@ class _Handler(BaseHTTPRequestHandler):
         if body is None:
             return
         if handler is None:
-            self._send(404, {"error": f"no such verb {self.path[:200]}; use /filter, /prioritize, /bind or /preempt"})
+            self._send(404, {"error": f"no such verb {self.path[:200]}; this extender serves "
+                                      f"{', '.join(self.server.verbs.paths())} (--filter-verb ...)"})
             return
         try:
             answer, status = handler(self.server.service, _parse(body)), 200
@@ -525,9 +622,15 @@ class _Handler(BaseHTTPRequestHandler):
         except ExtenderCallError as exc:
             answer, status = {"error": str(exc)}, 500
         except Exception as exc:  # a bug of ours: answered, logged, the server stays up
-            error_id = secrets.token_hex(6)
-            log.error("extender.internal_error", verb=verb, error_id=error_id, exc_info=exc)
-            answer, status = {"error": f"internal error (error id {error_id})"}, 500
+            if isinstance(exc, pykka.ActorDeadError) and self.server.draining:
+                # The drain time ran out and the plugins stopped under this request: no bug.
+                reason = "the extender stopped before this request finished (its drain time ran out); retry"
+                log.warning("extender.stopped_mid_request", verb=verb, reason=reason)
+                answer, status = {"error": reason}, 503
+            else:
+                error_id = secrets.token_hex(6)
+                log.error("extender.internal_error", verb=verb, error_id=error_id, exc_info=exc)
+                answer, status = {"error": f"internal error (error id {error_id})"}, 500
         self._send(status, answer)
         log.debug("extender.request", verb=verb, status=status,
                   duration_ms=round((time.perf_counter() - self.started) * 1000, 3))

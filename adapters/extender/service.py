@@ -12,8 +12,8 @@ configured wasm plugins (see `protocol` for the wire shapes and `server` for HTT
 - preempt: for each candidate node, RemovePod of its victims, Filter, then AddPod
   back, all on the preemptor's instance; nodes that still fail are dropped.
 
-Each point runs through a `Framework` of the wasm plugins (`framework_of`), with
-kube-scheduler's rules for it, as in-process: every PreFilter runs after an
+Each point runs through the `Framework` of the pod's profile (its enabled wasm plugins,
+`ServedProfile`), with kube-scheduler's rules for it, as in-process: every PreFilter runs after an
 Unschedulable one (an unresolvable rejection or an Error stops the point), a Skip at
 PreFilter or PreScore skips that plugin's Filter or Score for the rest of the pod's
 cycle (its `CycleState` lives from the filter that began the cycle to the bind, each
@@ -45,6 +45,23 @@ cycle here (it came after the pod's bind) answers an error too, once a filter ha
 only without a filter verb does prioritize begin a cycle. Preempt may begin one (it can
 be the first call of a cycle whose in-tree filters left no node).
 
+Profiles: the service serves, for each profile of the configuration, exactly the wasm
+plugins that profile enables, at the points it places them (`ServedProfile`), to the
+pods whose `spec.schedulerName` (default "default-scheduler") names it. A pod of any
+other scheduler name passes through untouched: filter passes every node, prioritize
+scores every node 0, preempt approves the candidates as given, and its bind (after such
+a filter) creates the Binding through the Kubernetes API, as the scheduler's own
+DefaultBinder would have (kube-scheduler's extenders serve every profile's pods).
+
+Nodes the extender does not know (node-cache-capable requests naming a node its node
+view lacks) get one answer in every verb: filter fails them as unresolvable, prioritize
+scores them 0, preempt approves no victim on them, and a bind to one is refused.
+
+What it keeps is bounded by the pods in flight: the held cycles (until their bind or the
+bind timeout), the cycle in the slot (until the next pod's, or the bind timeout), the
+pods passed through (until their bind or the bind timeout), and the latest object of
+each node those cycles refer to (`LiveNodes`), nothing per node name ever seen.
+
 Two cycles of one pod never overlap: a verb that would start a cycle of a pod whose
 last bind still runs (kube-scheduler gave up on that bind when its HTTP call timed out)
 is refused at once with an error, and the scheduler retries the pod with backoff.
@@ -53,21 +70,24 @@ Assignments are kept by pod, so overlapping cycles could not tell their calls ap
 
 from __future__ import annotations
 
+import contextlib
+import math
 import secrets
 import threading
 import time
-from collections import ChainMap
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-import structlog
+import pykka
 
 from wasm_scheduler.actors.handle import KubeObject
 from wasm_scheduler.adapters.extender import protocol
 from wasm_scheduler.adapters.extender.binder import Binder, NoBinder
 from wasm_scheduler.adapters.extender.nodes import (
+    CycleNodes,
     KnownNodes,
+    LiveNodes,
     NodeCache,
     NodeSource,
     RequestHandle,
@@ -76,17 +96,58 @@ from wasm_scheduler.adapters.extender.nodes import (
 )
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.framework import Framework
+from wasm_scheduler.adapters.framework.pods import DEFAULT_SCHEDULER_NAME
 from wasm_scheduler.adapters.framework.profile import framework_of
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin, pod_key
 from wasm_scheduler.framework_api import MAX_NODE_SCORE, SUCCESS, Code, Status
+from wasm_scheduler.logger import get_logger
 
-log = structlog.get_logger("adapters.extender")
+log = get_logger("adapters.extender")
+
+#: Why filter fails a node the extender's node view lacks (and prioritize scores it 0, and
+#: preempt approves no victim on it).
+UNKNOWN_NODE = "node unknown to the extender's node view"
 
 
 @dataclass(frozen=True)
 class WeightedPlugin:
     plugin: WasmPlugin
     weight: int = 1
+
+
+@dataclass(frozen=True)
+class ServedProfile:
+    """The wasm plugins one profile enables, at the points the profile places them: what the
+    service runs for the pods whose spec.schedulerName names the profile."""
+
+    scheduler_name: str
+    plugins: tuple[WeightedPlugin, ...]
+    framework: Framework[RequestNode]
+
+    @classmethod
+    def of(cls, plugins: Sequence[WeightedPlugin], scheduler_name: str = DEFAULT_SCHEDULER_NAME) -> ServedProfile:
+        """Every plugin at every point it implements, in the order given, with its weight."""
+        return cls(scheduler_name, tuple(plugins),
+                   framework_of(scheduler_name, [(wp.plugin, wp.weight) for wp in plugins]))
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What the service keeps now (`ExtenderService.footprint`): every count falls to 0 once
+    the pods in flight are bound or given up."""
+
+    held: int
+    binding: int
+    passed_through: int
+    slot: int
+    live_nodes: int
+
+
+def scheduler_name_of(pod: KubeObject) -> str:
+    """The pod's spec.schedulerName; "default-scheduler" when it has none (as the API server defaults it)."""
+    spec = pod.get("spec")
+    name = spec.get("schedulerName") if isinstance(spec, Mapping) else None
+    return name if isinstance(name, str) and name else DEFAULT_SCHEDULER_NAME
 
 
 @dataclass
@@ -99,12 +160,22 @@ class _Cycle:
     uid: str
     #: Its CycleState (what its plugins asked to skip), with no request's handle.
     state: CycleState
+    #: The profile whose plugins run the cycle (the pod's schedulerName).
+    profile: ServedProfile
     #: What PreFilter said, and the nodes it allows (None: all).
     pre_filter: Status = SUCCESS
     subset: frozenset[str] | None = None
     #: The nodes its bind may name: those that passed its filter (or that its prioritize
     #: scored, when no filter verb began the cycle).
     feasible: frozenset[str] = frozenset()
+    #: The nodes it refers to in the service's `LiveNodes` (requests with whole nodes): all
+    #: its filter's while it has the slot (a preempt may follow), those it may bind to once held.
+    nodes: frozenset[str] = frozenset()
+    #: Set when the cycle ends (bound, given up, its slot taken): it then refers to no node.
+    ended: bool = False
+    #: Why its prioritize failed ("" if it did not): kube-scheduler ignores a failed
+    #: prioritize and binds without this extender's scores, so its bind is refused.
+    scoring_failed: str = ""
 
 
 @dataclass
@@ -112,6 +183,16 @@ class _AwaitingBind:
     """A pod held for its bind, until `deadline`."""
 
     cycle: _Cycle
+    deadline: float
+
+
+@dataclass
+class _PassedThrough:
+    """A pod of a profile this extender does not serve, passed by its filter, until its bind
+    (or `deadline`): its bind creates the Binding through the API, to a node of that filter."""
+
+    pod: str
+    feasible: frozenset[str]
     deadline: float
 
 
@@ -123,21 +204,32 @@ def _why(point: str, status: Status) -> str:
 
 
 class ExtenderService:
-    """filter / prioritize / bind / preempt over a set of wasm plugins."""
+    """filter / prioritize / bind / preempt over the wasm plugins of each served profile."""
 
     def __init__(
         self,
-        plugins: Sequence[WeightedPlugin],
+        plugins: Sequence[WeightedPlugin] | Sequence[ServedProfile],
         node_cache: NodeSource | None = None,
         binder: Binder | None = None,
         expect_bind: bool = True,
         bind_timeout_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.plugins = list(plugins)
-        #: The points of every plugin, run with kube-scheduler's rules.
-        self.framework: Framework[RequestNode] = framework_of("extender", [(wp.plugin, wp.weight)
-                                                                           for wp in self.plugins])
+        # Plugins given alone (tests, benchmarks) are one profile for default-scheduler's pods,
+        # every plugin at every point it implements.
+        given = list(plugins)
+        profiles = [p for p in given if isinstance(p, ServedProfile)]
+        loose = [p for p in given if isinstance(p, WeightedPlugin)]
+        if loose:
+            profiles.append(ServedProfile.of(loose))
+        #: schedulerName -> the profile that serves its pods.
+        self.profiles: dict[str, ServedProfile] = {}
+        for profile in profiles:
+            if profile.scheduler_name in self.profiles:
+                raise ValueError(f"two served profiles are named {profile.scheduler_name!r}")
+            self.profiles[profile.scheduler_name] = profile
+        #: Every plugin of every served profile.
+        self.plugins = [wp for profile in self.profiles.values() for wp in profile.plugins]
         self.node_cache: NodeSource = node_cache or NodeCache()
         self.binder: Binder = binder or NoBinder()
         self.expect_bind = expect_bind
@@ -145,39 +237,55 @@ class ExtenderService:
         self.clock = clock
         # Adapter bookkeeping shared by the HTTP threads (no guest instance behind it).
         self._lock = threading.Lock()
-        #: The cycle that has the scheduling slot now (begun, not held for its bind).
+        #: The cycle that has the scheduling slot now (begun, not held for its bind), and when it
+        #: is given up if no verb of it comes (infinite while one runs).
         self._slot: _Cycle | None = None
+        self._slot_deadline = math.inf
         self._awaiting: dict[str, _AwaitingBind] = {}
         #: Pods whose bind runs now (no new cycle of such a pod starts; a pod has one hold,
         #: so one bind of it at a time registers here).
         self._binding: set[str] = set()
+        #: Pods of profiles not served here that a filter passed, until their bind.
+        self._passed: dict[str, _PassedThrough] = {}
         #: Has any bind come since start? (A bind timeout with none hints at a missing bindVerb.)
         self._bind_seen = False
         self._said_no_filter = False
-        #: The latest object of every node a request carried whole (not node-cache-capable):
-        #: what a binding cycle's guest reads. One object a node name, however many pods wait.
-        self._latest_nodes: dict[str, KubeObject] = {}
+        #: The latest object of each node a live cycle refers to, from requests that carried
+        #: whole nodes (not node-cache-capable): what a binding cycle's guest and a preempt read.
+        #: One object a node name, however many pods wait, and none once no cycle refers to it.
+        self._live = LiveNodes()
         self._known = KnownNodes()
         #: Has any filter come since start? (A refused bind with none hints at a missing
         #: filterVerb; with one, a prioritize never begins a cycle.)
         self._filter_seen = False
+        #: Set by close(): the plugins stop next, so a call that finds them stopped is the
+        #: shutdown's doing, not a bug.
+        self._closing = False
         self._stop = threading.Event()
         self._sweeper = threading.Thread(target=self._sweep, name="extender-bind-sweeper", daemon=True)
         self._sweeper.start()
 
     def close(self) -> None:
         """Stop the bind sweeper and the node source."""
+        self._closing = True
         self._stop.set()
         self._sweeper.join(timeout=5)
         self.node_cache.close()
 
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
     # --- helpers -----------------------------------------------------------------------
+
+    def _profile_of(self, pod: KubeObject) -> ServedProfile | None:
+        """The profile that serves the pod (its spec.schedulerName), or None: the pod passes through."""
+        return self.profiles.get(scheduler_name_of(pod))
 
     def _nodes_for(self, args: protocol.ExtenderArgs) -> list[RequestNode]:
         """The nodes a filter or prioritize names, as the framework takes them (nodes the
         node cache does not know are left out)."""
         if args.nodes is not None:
-            self._latest_nodes.update(zip(args.node_names, args.nodes, strict=True))
             return request_nodes(args.node_names, args.nodes)
         known = self.node_cache.nodes
         missing = [n for n in args.node_names if n not in known]
@@ -186,11 +294,26 @@ class ExtenderService:
             known = self.node_cache.nodes
         return self._known.of(args.node_names, known)
 
-    def _bind_nodes(self) -> Mapping[str, KubeObject]:
-        """What a binding cycle's guest reads: the latest object of every known node (a
-        view, merged only if the guest lists the nodes)."""
-        # Only read through (typeshed asks every map of a ChainMap to be mutable).
-        return ChainMap(self._latest_nodes, cast(MutableMapping[str, KubeObject], self.node_cache.nodes))
+    def _refer(self, cycle: _Cycle, args: protocol.ExtenderArgs) -> None:
+        """The cycle refers to the whole nodes its request carried (their latest objects)."""
+        if args.nodes is None:
+            return
+        with self._lock:
+            if not cycle.ended:
+                cycle.nodes = self._live.refer(cycle.nodes, args.node_names, args.nodes)
+
+    def _end_locked(self, cycle: _Cycle) -> None:
+        """The cycle is over here: it refers to no node any more. (Holding the lock.)"""
+        if cycle.ended:
+            return
+        cycle.ended = True
+        names, cycle.nodes = cycle.nodes, frozenset()
+        self._live.forget(names)
+
+    def _bind_nodes(self, cycle: _Cycle) -> Mapping[str, KubeObject]:
+        """What a binding cycle's guest reads: the latest object of each node its cycle refers
+        to, then the node source's (a view, made into a list only if the guest lists the nodes)."""
+        return CycleNodes(cycle.nodes, self._live, self.node_cache.nodes)
 
     def _cycle_of(self, pod: KubeObject) -> _Cycle | None:
         """The pod's cycle under way here (held for its bind, or in the slot), if any."""
@@ -202,15 +325,25 @@ class ExtenderService:
             slot = self._slot
             return slot if slot is not None and slot.uid == uid else None
 
-    @staticmethod
-    def _lend(cycle: _Cycle, handle: RequestHandle) -> CycleState:
-        """The cycle's state for one request, with that request's handle."""
+    def _lend(self, cycle: _Cycle, handle: RequestHandle) -> CycleState:
+        """The cycle's state for one request, with that request's handle (a cycle in the slot
+        is not given up while the request runs)."""
+        with self._lock:
+            if self._slot is cycle:
+                self._slot_deadline = math.inf
         state = cycle.state.clone()
         state.handle = handle
         return state
 
-    def _begin(self, pod: KubeObject, handle: RequestHandle) -> tuple[_Cycle, CycleState]:
-        """A new scheduling cycle, in the slot: PreFilter of every plugin
+    def _done(self, cycle: _Cycle) -> None:
+        """A verb of the cycle answered: a cycle still in the slot is given up if nothing more of it
+        comes within the bind timeout."""
+        with self._lock:
+            if self._slot is cycle:
+                self._slot_deadline = self.clock() + self.bind_timeout_s
+
+    def _begin(self, pod: KubeObject, handle: RequestHandle, profile: ServedProfile) -> tuple[_Cycle, CycleState]:
+        """A new scheduling cycle, in the slot: PreFilter of every plugin of the pod's profile
         (`Framework.run_pre_filter`). (The cycle, its state lent to this request.)"""
         uid, name = pod_key(pod)
         state = CycleState(handle)
@@ -225,33 +358,99 @@ class ExtenderService:
                 log.warning("extender.bind_still_running", pod=name, pod_uid=uid)
                 raise ExtenderCallError(f"the last bind of pod {name} is still running; retry later")
             abandoned = self._awaiting.pop(uid, None)
-            cycle = self._slot = _Cycle(pod, uid, state)
+            if abandoned is not None:
+                self._end_locked(abandoned.cycle)
+            previous = self._slot
+            if previous is not None:
+                self._end_locked(previous)
+            cycle = self._slot = _Cycle(pod, uid, state, profile)
+            self._slot_deadline = math.inf
         if abandoned is not None:
-            self._release(abandoned.cycle.pod, "filtered again before bind")
-        cycle.subset, cycle.pre_filter = self.framework.run_pre_filter(state, pod)
+            self._release(abandoned.cycle, "filtered again before bind")
+        if previous is not None and previous.profile is not profile:
+            # The next pod of the same profile takes the slot's instances over (the supervisor
+            # reassigns them); another profile's plugins never see this pod, so they let go now.
+            self._release(previous, "the next pod's cycle began")
+        try:
+            cycle.subset, cycle.pre_filter = profile.framework.run_pre_filter(state, pod)
+        except BaseException:
+            self._done(cycle)  # the verb ends here: the cycle is given up in time all the same
+            raise
         cycle.state = state.clone()
         cycle.state.handle = None  # the request's nodes are not kept with the cycle
         return cycle, state
 
-    def _release(self, pod: KubeObject, why: str) -> None:
-        for wp in self.plugins:
-            wp.plugin.release(pod, why)
+    def _release(self, cycle: _Cycle, why: str) -> None:
+        for wp in cycle.profile.plugins:
+            with contextlib.suppress(pykka.ActorDeadError):  # a stopped plugin holds nothing
+                wp.plugin.release(cycle.pod, why)
+
+    # --- pods of profiles not served here -------------------------------------------------
+
+    def _pass_filter(self, args: protocol.ExtenderArgs) -> dict[str, Any]:
+        """A pod of a profile not served here: every node passes; its bind may follow."""
+        uid, name = pod_key(args.pod)
+        if self.expect_bind:
+            with self._lock:
+                self._passed[uid] = _PassedThrough(name, frozenset(args.node_names),
+                                                   self.clock() + self.bind_timeout_s)
+        log.debug("extender.passed_through", verb="filter", pod=name, pod_uid=uid,
+                  scheduler_name=scheduler_name_of(args.pod))
+        return protocol.filter_result(list(args.node_names), args.nodes, {}, {})
+
+    def _pass_prioritize(self, args: protocol.ExtenderArgs) -> list[dict[str, Any]]:
+        """A pod of a profile not served here: every node scores 0 (without a filter verb, this
+        begins what its bind needs)."""
+        uid, name = pod_key(args.pod)
+        if self.expect_bind:
+            with self._lock:
+                passed = self._passed.get(uid)
+                if passed is not None:
+                    passed.deadline = self.clock() + self.bind_timeout_s
+                elif not self._filter_seen:
+                    self._passed[uid] = _PassedThrough(name, frozenset(args.node_names),
+                                                       self.clock() + self.bind_timeout_s)
+        log.debug("extender.passed_through", verb="prioritize", pod=name, pod_uid=uid,
+                  scheduler_name=scheduler_name_of(args.pod))
+        return protocol.host_priority_list(dict.fromkeys(args.node_names, 0))
+
+    def _bind_passed(self, args: protocol.BindingArgs) -> dict[str, Any]:
+        """The bind of a pod passed through: the Binding through the Kubernetes API, no plugin."""
+        who = f"{args.pod_namespace}/{args.pod_name}"
+        error = self.binder.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
+        if error:
+            log.info("cycle.finished", phase="binding", pod=who, pod_uid=args.pod_uid, outcome="error", reason=error)
+            return {"Error": error}
+        log.info("cycle.finished", phase="binding", pod=who, pod_uid=args.pod_uid, outcome="bound", node=args.node,
+                 bound_by="kubernetes-api")
+        return {"Error": ""}
 
     # --- verbs -------------------------------------------------------------------------
 
     def filter(self, args: protocol.ExtenderArgs) -> dict[str, Any]:
         self._filter_seen = True
+        profile = self._profile_of(args.pod)
+        if profile is None:
+            return self._pass_filter(args)
         infos = self._nodes_for(args)
-        names = [info.name for info in infos]
-        failed: dict[str, str] = {}
-        if len(infos) != len(args.node_names):
-            known = set(names)
-            failed = {n: "node unknown to the extender's node cache" for n in args.node_names if n not in known}
         unresolvable: dict[str, str] = {}
+        if len(infos) != len(args.node_names):
+            known = {info.name for info in infos}
+            unresolvable = {n: UNKNOWN_NODE for n in args.node_names if n not in known}
         try:
-            cycle, state = self._begin(args.pod, RequestHandle(infos))
+            cycle, state = self._begin(args.pod, RequestHandle(infos), profile)
         except ExtenderCallError as exc:  # the pod's last bind still runs
             return protocol.filter_result([], args.nodes, {}, {}, str(exc))
+        self._refer(cycle, args)
+        try:
+            return self._filter(cycle, state, args, infos, unresolvable)
+        finally:
+            self._done(cycle)
+
+    def _filter(self, cycle: _Cycle, state: CycleState, args: protocol.ExtenderArgs, infos: list[RequestNode],
+                unresolvable: dict[str, str]) -> dict[str, Any]:
+        names = [info.name for info in infos]
+        failed: dict[str, str] = {}
         status, subset = cycle.pre_filter, cycle.subset
         if status.code == Code.ERROR:
             return protocol.filter_result([], args.nodes, {}, {}, status.reason)
@@ -264,7 +463,7 @@ class ExtenderService:
             candidates = [info for info in infos if info.name in subset]
             outside = (n for n in names if n not in subset)
             unresolvable.update(dict.fromkeys(outside, "node not in the PreFilter result"))
-        statuses, error = self.framework.run_filter(state, args.pod, candidates)
+        statuses, error = cycle.profile.framework.run_filter(state, args.pod, candidates)
         if not error.ok:
             return protocol.filter_result([], args.nodes, {}, {}, error.reason)
         # `run_filter` gives every node that passed the one SUCCESS, in the order given.
@@ -282,7 +481,14 @@ class ExtenderService:
         return protocol.filter_result(feasible, args.nodes, failed, unresolvable)
 
     def prioritize(self, args: protocol.ExtenderArgs) -> list[dict[str, Any]]:
+        profile = self._profile_of(args.pod)
+        if profile is None:
+            return self._pass_prioritize(args)
         infos = self._nodes_for(args)
+        unknown: list[str] = []
+        if len(infos) != len(args.node_names):  # node-cache-capable, a node the view lacks: it scores 0
+            known = {info.name for info in infos}
+            unknown = [n for n in args.node_names if n not in known]
         handle = RequestHandle(infos)
         # Without a filter verb, each cycle that reaches this extender starts with its
         # prioritize (a cycle a preempt began ended with that preempt: the pod was retried).
@@ -300,28 +506,37 @@ class ExtenderService:
             raise ExtenderCallError(f"pod {name} has no scheduling cycle in this extender (its cycle ended, or "
                                     "its filter did not come); no scores")
         else:  # no filter verb configured: the cycle starts here
-            cycle, state = self._begin(args.pod, handle)
+            cycle, state = self._begin(args.pod, handle, profile)
             if not cycle.pre_filter.ok:  # not held: a bind of the pod is refused
+                self._done(cycle)
                 raise ExtenderCallError(_why("PreFilter", cycle.pre_filter))
             if cycle.subset is not None:
                 infos = [info for info in infos if info.name in cycle.subset]
             cycle.feasible = frozenset(info.name for info in infos)
+        self._refer(cycle, args)
         try:
-            return self._scores(args.pod, state, infos)
+            try:
+                scores = self._scores(cycle.profile.framework, args.pod, state, infos)
+            except ExtenderCallError as exc:
+                cycle.scoring_failed = str(exc)
+                raise
+            return scores + protocol.host_priority_list(dict.fromkeys(unknown, 0)) if unknown else scores
         finally:
             if self.expect_bind:  # kube-scheduler binds even when prioritize failed (it ignores the error)
                 self._hold_for_bind(cycle)
+            self._done(cycle)
 
-    def _scores(self, pod: KubeObject, state: CycleState, infos: Sequence[RequestNode]) -> list[dict[str, Any]]:
+    def _scores(self, framework: Framework[RequestNode], pod: KubeObject, state: CycleState,
+                infos: Sequence[RequestNode]) -> list[dict[str, Any]]:
         """PreScore, then Score and NormalizeScore of every scoring plugin, weighted, summed
         and scaled to the extender API's 0..10."""
-        status = self.framework.run_pre_score(state, pod, infos)
+        status = framework.run_pre_score(state, pod, infos)
         if not status.ok:
             raise ExtenderCallError(_why("PreScore", status))
-        table, status = self.framework.run_score(state, pod, infos)
+        table, status = framework.run_score(state, pod, infos)
         if not status.ok:
             raise ExtenderCallError(_why("Score", status))
-        weights = sum(self.framework.score_weights.get(plugin, 1) for plugin in table.columns)
+        weights = sum(framework.score_weights.get(plugin, 1) for plugin in table.columns)
         scale = MAX_NODE_SCORE * max(weights, 1)
         return protocol.host_priority_list(
             {n: (total * protocol.MAX_EXTENDER_PRIORITY + scale // 2) // scale
@@ -329,7 +544,8 @@ class ExtenderService:
         )
 
     def _hold_for_bind(self, cycle: _Cycle) -> None:
-        """The pod's instance moves to the binding map until its bind (or the timeout)."""
+        """The pod's instance moves to the binding map until its bind (or the timeout); the
+        cycle refers only to the nodes its bind may name from now on."""
         with self._lock:
             held = self._awaiting.get(cycle.uid)
             if held is not None and held.cycle is cycle:  # held since its filter: prioritize keeps it there
@@ -337,8 +553,12 @@ class ExtenderService:
                 return
             if self._slot is not cycle:
                 return  # the slot went to another pod, or the cycle was released meanwhile
-            for wp in self.plugins:
+            for wp in cycle.profile.plugins:
                 wp.plugin.hold_for_binding(cycle.pod)
+            dropped = cycle.nodes - cycle.feasible
+            if dropped:
+                cycle.nodes = cycle.nodes & cycle.feasible
+                self._live.forget(dropped)
             self._awaiting[cycle.uid] = _AwaitingBind(cycle, self.clock() + self.bind_timeout_s)
             self._slot = None
 
@@ -346,12 +566,23 @@ class ExtenderService:
         uid = args.pod_uid
         pod = f"{args.pod_namespace}/{args.pod_name}"
         first_without_filter = False
+        passed: _PassedThrough | None = None
+        given_up: _Cycle | None = None
         with self._lock:
             self._bind_seen = True
             held = self._awaiting.get(uid)
             slot = self._slot if self._slot is not None and self._slot.uid == uid else None
             cycle = held.cycle if held is not None else slot
-            if cycle is None:
+            if cycle is None and uid in self._passed:
+                passed = self._passed[uid]
+                if passed.pod != pod:
+                    refusal = f"bind of {pod} names uid {uid}, which this extender passed through as {passed.pod}"
+                elif args.node not in passed.feasible:
+                    refusal = f"node {args.node} was not in the filter of pod {pod}"
+                else:
+                    refusal = ""
+                    del self._passed[uid]
+            elif cycle is None:
                 refusal = (f"pod {pod} (uid {uid}) has no scheduling cycle in this extender (it restarted, or the "
                            "bind came after the bind timeout); retry the pod")
                 if not self._filter_seen:
@@ -368,12 +599,24 @@ class ExtenderService:
                 refusal = f"node {args.node} did not pass this extender's filter for pod {pod}"
                 if not cycle.pre_filter.ok:
                     refusal += f" ({_why('PreFilter', cycle.pre_filter)})"
+            elif cycle.scoring_failed:
+                # In-process, a Score error fails the cycle and the pod is retried; kube-scheduler
+                # instead binds without a failed extender's scores. Refusing the bind retries the
+                # pod, as the plugin's own host would (docs/extender.md).
+                refusal = (f"the prioritize of pod {pod} failed ({cycle.scoring_failed}): the pod is retried "
+                           "rather than bound without its scores")
+                if held is not None:
+                    del self._awaiting[uid]
+                else:
+                    self._slot = None
+                self._end_locked(cycle)
+                given_up = cycle
             else:
                 refusal = ""
                 if held is None:
                     # Its cycle still has the slot (no prioritize, and held nowhere yet): it
                     # moves to binding now, before anything else can take the slot.
-                    for wp in self.plugins:
+                    for wp in cycle.profile.plugins:
                         wp.plugin.hold_for_binding(cycle.pod)
                     self._slot = None
                 else:
@@ -385,20 +628,26 @@ class ExtenderService:
                             reason="binds come but no filter has: kube-scheduler's extender entry needs a "
                                    "filterVerb with its bindVerb (a pod with one feasible node gets no prioritize)")
             log.warning("extender.bind_refused", pod=pod, pod_uid=uid, node=args.node, reason=refusal)
+            if given_up is not None:
+                self._release(given_up, "prioritize failed")
             return {"Error": refusal}
+        if passed is not None:
+            return self._bind_passed(args)
         assert cycle is not None
         try:
             return self._binding_cycle(cycle, args)
         finally:
             with self._lock:
                 self._binding.discard(uid)
+                self._end_locked(cycle)
 
     def _binding_cycle(self, cycle: _Cycle, args: protocol.BindingArgs) -> dict[str, Any]:
         """Reserve, Permit, PreBind, Bind, PostBind of a held pod; every Reserve plugin's
         Unreserve on a failure, or on an exception (a bug of ours or a binder's), so the pod's
-        instances go back to their pools whatever happens."""
-        pod, node, framework = cycle.pod, args.node, self.framework
-        state = self._lend(cycle, RequestHandle(self._bind_nodes()))
+        instances go back to their pools whatever happens. A bind the shutdown overtook (the
+        plugins stopped under it after the drain time) answers an Error, with a warning."""
+        pod, node, framework = cycle.pod, args.node, cycle.profile.framework
+        state = self._lend(cycle, RequestHandle(self._bind_nodes(cycle)))
         who = f"{args.pod_namespace}/{args.pod_name}"
 
         def fail(reason: str) -> dict[str, Any]:
@@ -431,56 +680,87 @@ class ExtenderService:
             else:
                 bound_by = status.plugin
         except Exception as exc:  # our bug, or a binder's: answered, logged, the instances released
+            if self._stopped_under(exc):
+                return self._stopped_mid_bind(args, "before the bind finished")
             error_id = secrets.token_hex(6)
             log.error("extender.internal_error", verb="bind", error_id=error_id, exc_info=exc)
             try:
                 return fail(f"internal error (error id {error_id})")
             except Exception:  # noqa: BLE001 - the Unreserve failed too: the instances go back regardless
-                self._release(pod, "internal error")
+                self._release(cycle, "internal error")
                 return {"Error": f"internal error (error id {error_id})"}
         try:
             framework.run_post_bind(state, pod, node)
         except Exception as exc:  # noqa: BLE001 - the pod is bound: a PostBind bug changes nothing about that
-            log.error("extender.internal_error", verb="bind", point="PostBind", error_id=secrets.token_hex(6),
-                      exc_info=exc)
-            self._release(pod, "internal error")  # every PostBind ran (`Framework._every`); a no-op then
+            if not self._stopped_under(exc):
+                log.error("extender.internal_error", verb="bind", point="PostBind", error_id=secrets.token_hex(6),
+                          exc_info=exc)
+            self._release(cycle, "internal error")  # every PostBind ran (`Framework._every`); a no-op then
         log.info("cycle.finished", phase="binding", pod=who, pod_uid=args.pod_uid, outcome="bound", node=node,
                  bound_by=bound_by)
         return {"Error": ""}
 
+    def _stopped_under(self, exc: BaseException) -> bool:
+        """Did the shutdown stop the plugins under this call? (Not a bug: the drain time ran out.)"""
+        return self._closing and isinstance(exc, pykka.ActorDeadError)
+
+    @staticmethod
+    def _stopped_mid_bind(args: protocol.BindingArgs, when: str) -> dict[str, Any]:
+        reason = f"the extender stopped {when}: its drain time (--drain-seconds) ran out; retry the pod"
+        log.warning("extender.stopped_mid_request", verb="bind", pod=f"{args.pod_namespace}/{args.pod_name}",
+                    pod_uid=args.pod_uid, node=args.node, reason=reason)
+        return {"Error": reason}
+
     def preempt(self, args: protocol.PreemptionArgs) -> dict[str, Any]:
         """Which candidate nodes the pod fits once their victims are gone. Preempt may be
         the first call of a cycle (kube-scheduler's own filters left no node): it begins
-        one then, as filter would."""
-        known = {name: self.node_cache.nodes.get(name) or self._latest_nodes.get(name) for name in args.victims}
+        one then, as filter would. Node-cache-capable (victims by UID), a node the node view
+        lacks gets no victim approved, as its filter failed it; with whole nodes, a node no
+        live cycle carried is evaluated on its name alone."""
+        profile = self._profile_of(args.pod)
+        if profile is None:  # not served here: the candidates as they came
+            return protocol.preemption_result(args.victims, args.pdb_violations)
+        source = self.node_cache.nodes
+        if args.meta_only and any(name not in source for name in args.victims):
+            self.node_cache.refresh()
+            source = self.node_cache.nodes
+        known = {name: source.get(name) if args.meta_only else (source.get(name) or self._live.get(name))
+                 for name in args.victims}
         handle = RequestHandle({n: node for n, node in known.items() if node is not None})
         cycle = self._cycle_of(args.pod)
         if cycle is not None:
             state = self._lend(cycle, handle)
         else:
-            cycle, state = self._begin(args.pod, handle)
-        status = cycle.pre_filter
-        if status.code == Code.ERROR:
-            raise ExtenderCallError(_why("PreFilter", status))
-        if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-            return protocol.preemption_result({}, args.pdb_violations)  # no victim can help
-        kept: dict[str, list[KubeObject]] = {}
-        for name, victims in args.victims.items():
-            if cycle.subset is not None and name not in cycle.subset:
-                continue  # PreFilter ruled the node out, whatever runs there
-            info = RequestNode(name, known[name] or {"metadata": {"name": name}})
-            victims = [self.node_cache.pods.get(str(v["metadata"]["uid"]), v) if args.meta_only else v
-                       for v in victims]
-            if self._still_feasible(state, args.pod, info, victims):
-                kept[name] = victims
-        return protocol.preemption_result(kept, args.pdb_violations)
+            cycle, state = self._begin(args.pod, handle, profile)
+        try:
+            status = cycle.pre_filter
+            if status.code == Code.ERROR:
+                raise ExtenderCallError(_why("PreFilter", status))
+            if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return protocol.preemption_result({}, args.pdb_violations)  # no victim can help
+            kept: dict[str, list[KubeObject]] = {}
+            for name, victims in args.victims.items():
+                if cycle.subset is not None and name not in cycle.subset:
+                    continue  # PreFilter ruled the node out, whatever runs there
+                node = known[name]
+                if node is None:
+                    if args.meta_only:
+                        continue  # unknown to the node view: its filter failed it, no victim helps
+                    node = {"metadata": {"name": name}}
+                victims = [self.node_cache.pods.get(str(v["metadata"]["uid"]), v) if args.meta_only else v
+                           for v in victims]
+                if self._still_feasible(cycle.profile.framework, state, args.pod, RequestNode(name, node), victims):
+                    kept[name] = victims
+            return protocol.preemption_result(kept, args.pdb_violations)
+        finally:
+            self._done(cycle)
 
-    def _still_feasible(self, state: CycleState, pod: KubeObject, node: RequestNode,
+    @staticmethod
+    def _still_feasible(framework: Framework[RequestNode], state: CycleState, pod: KubeObject, node: RequestNode,
                         victims: list[KubeObject]) -> bool:
         """Does the pod pass Filter on `node` with its victims gone? RemovePod of each
         victim, Filter, then AddPod of each back (the plugins keep their state in their
         instances, not in a cloned CycleState). A failing RemovePod makes the node fail."""
-        framework = self.framework
         removed: list[KubeObject] = []
         feasible = True
         for victim in victims:
@@ -500,13 +780,23 @@ class ExtenderService:
     def _sweep(self) -> None:
         while not self._stop.wait(min(1.0, max(self.bind_timeout_s / 4, 0.01))):
             self.reclaim_expired()
+            self.trim_wire_caches()
 
     def reclaim_expired(self) -> int:
+        """Give up the pods whose bind (or next verb) has not come within the bind timeout; the
+        number of held pods given up."""
         now = self.clock()
         with self._lock:
             expired = [(uid, a) for uid, a in self._awaiting.items() if a.deadline <= now]
-            for uid, _a in expired:
+            for uid, awaiting in expired:
                 del self._awaiting[uid]
+                self._end_locked(awaiting.cycle)
+            for uid in [uid for uid, p in self._passed.items() if p.deadline <= now]:
+                del self._passed[uid]
+            stale = self._slot if self._slot is not None and self._slot_deadline <= now else None
+            if stale is not None:
+                self._slot, self._slot_deadline = None, math.inf
+                self._end_locked(stale)
             hint = bool(expired) and not self._bind_seen
             self._bind_seen = self._bind_seen or hint  # said once
         if hint:
@@ -516,12 +806,31 @@ class ExtenderService:
                                "--no-bind")
         for uid, awaiting in expired:
             log.warning("assignment.bind_timeout", pod_uid=uid, timeout_s=self.bind_timeout_s)
-            self._release(awaiting.cycle.pod, "no bind within the bind timeout")
+            self._release(awaiting.cycle, "no bind within the bind timeout")
+        if stale is not None:
+            self._release(stale, "no call of its cycle within the bind timeout")
         return len(expired)
+
+    def trim_wire_caches(self) -> None:
+        """Each plugin's encoded nodes are kept only for the nodes still live here (the node
+        source's, and those a cycle in flight refers to)."""
+        source, live = self.node_cache.nodes, self._live
+
+        def live_node(name: str, node: Any) -> bool:
+            return node is source.get(name) or node is live.get(name)
+
+        for wp in self.plugins:
+            wp.plugin.wire_cache.retain_nodes(live_node)
 
     def awaiting_bind(self) -> int:
         with self._lock:
             return len(self._awaiting)
+
+    def footprint(self) -> Footprint:
+        """What the service keeps now."""
+        with self._lock:
+            return Footprint(len(self._awaiting), len(self._binding), len(self._passed),
+                             int(self._slot is not None), len(self._live))
 
 
 class ExtenderCallError(Exception):
@@ -534,4 +843,4 @@ def _same_pod(pod: KubeObject, args: protocol.BindingArgs) -> bool:
     return (meta.get("namespace") or "default") == args.pod_namespace and meta.get("name", "") == args.pod_name
 
 
-__all__ = ["ExtenderService", "WeightedPlugin", "ExtenderCallError"]
+__all__ = ["ExtenderService", "WeightedPlugin", "ServedProfile", "Footprint", "ExtenderCallError"]

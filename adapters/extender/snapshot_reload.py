@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from wasm_scheduler.adapters.framework.cluster import load_cluster
 from wasm_scheduler.adapters.framework.errors import UserError, clip
+from wasm_scheduler.logger import get_logger
 
-log = structlog.get_logger("adapters.extender.snapshot_reload")
+log = get_logger("adapters.extender.snapshot_reload")
 
 #: Seconds between two looks at the snapshot file's mtime and size.
 DEFAULT_POLL_S = 2.0
