@@ -314,16 +314,20 @@ class ExtenderEntry:
 
 
 def scheduler_config(kubeconfig: Path, extenders: Sequence[ExtenderEntry],
-                     profiles: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+                     profiles: Sequence[Mapping[str, Any]] | None = None,
+                     percentage_of_nodes_to_score: int | None = None) -> dict[str, Any]:
     """kube-scheduler's KubeSchedulerConfiguration: our extender, no leader election, and
     client QPS raised so the API client is not the bottleneck."""
-    return {
+    config = {
         "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
         "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 5000, "burst": 5000},
         "leaderElection": {"leaderElect": False},
         "profiles": list(profiles or [{"schedulerName": "default-scheduler"}]),
         "extenders": [e.as_config() for e in extenders],
     }
+    if percentage_of_nodes_to_score is not None:
+        config["percentageOfNodesToScore"] = percentage_of_nodes_to_score
+    return config
 
 
 def wasm_plugin_config(plugins: Mapping[str, Path], scheduler_name: str = "default-scheduler",
@@ -372,12 +376,15 @@ class Harness:
         return ExtenderProcess(self._process(name, argv), port, scheme)
 
     def kube_scheduler(self, extenders: Sequence[ExtenderEntry], name: str = "kube-scheduler",
-                       profiles: Sequence[Mapping[str, Any]] | None = None) -> ManagedProcess:
+                       profiles: Sequence[Mapping[str, Any]] | None = None,
+                       percentage_of_nodes_to_score: int | None = None) -> ManagedProcess:
         config_path = self.folder / f"{name}-config.yaml"
-        config_path.write_text(yaml.safe_dump(scheduler_config(self.control_plane.kubeconfig, extenders, profiles)))
+        config_path.write_text(yaml.safe_dump(scheduler_config(self.control_plane.kubeconfig, extenders, profiles,
+                                                               percentage_of_nodes_to_score)))
         return self._process(name, [
             str(self.binaries.kube_scheduler), "--config", str(config_path),
-            "--secure-port", "0", "--v", "2",
+            # E2E_SCHEDULER_V=10 logs every plugin's score of every node (large logs).
+            "--secure-port", "0", "--v", os.environ.get("E2E_SCHEDULER_V", "2"),
         ])
 
     def stop_processes(self) -> None:

@@ -24,13 +24,18 @@ def bindings_created(extender: ExtenderProcess) -> Counter[str]:
                    if r.get("event") == "bind.api_created")
 
 
-def assert_bound_once_where_the_guest_says(harness: Harness, extender: ExtenderProcess, names: list[str]) -> None:
+def assert_bound_once_where_the_guest_says(harness: Harness, extender: ExtenderProcess, names: list[str],
+                                          killed_mid_bind: int = 0) -> None:
+    """Every pod bound where NodeNumber says, its Binding created once by the extender.
+    `killed_mid_bind`: how many Bindings a SIGKILLed extender may have created without
+    living to log them (kube-scheduler then finds the pod bound and leaves it)."""
     bound = harness.cluster.wait_bound(names, timeout_s=300)
     wrong = {pod: node for pod, node in bound.items() if digit_of(pod) != digit_of(node)}
     assert not wrong, f"bound against the guest's score: {sorted(wrong.items())[:10]}"
     created = bindings_created(extender)
     assert {pod: n for pod, n in created.items() if n != 1} == {}, "a pod was bound more than once"
-    assert set(created) == set(names), f"not bound by the extender: {sorted(set(names) - set(created))[:10]}"
+    unlogged = set(names) - set(created)
+    assert len(unlogged) <= killed_mid_bind, f"not bound by the extender: {sorted(unlogged)[:10]}"
     scheduled = Counter(e["involvedObject"]["name"] for e in harness.cluster.events()
                         if e.get("reason") == "Scheduled")
     # At most one: a pod whose bind answered while kube-scheduler was being killed gets none.
@@ -55,7 +60,7 @@ def test_extender_killed_and_restarted(harness: Harness) -> None:
     extender.process.kill()
     time.sleep(3)  # kube-scheduler's calls fail meanwhile: those pods go back to the queue
     extender.start()
-    assert_bound_once_where_the_guest_says(harness, extender, names)
+    assert_bound_once_where_the_guest_says(harness, extender, names, killed_mid_bind=1)
     wait_nothing_held(extender)
 
 
@@ -77,7 +82,9 @@ def test_kube_scheduler_killed_and_restarted(harness: Harness) -> None:
 def test_guest_traps_on_some_calls(harness: Harness) -> None:
     """The chaos guest traps, loops past its deadline, runs out of memory or reads out of
     bounds on about 2% of its calls: the pods whose cycle it broke are retried by
-    kube-scheduler until they pass, and each ends bound once where NodeNumber says."""
+    kube-scheduler until they pass, and each ends bound once where NodeNumber says. (A
+    failed prioritize included: kube-scheduler would bind without the extender's scores;
+    the extender refuses that bind, so the pod is retried as in-process.)"""
     harness.cluster.create_nodes(node_object(f"node-{i}") for i in range(10))
     extender, _entry = start(harness, ["--bind-timeout", "10"],
                              plugins={"NodeNumber": NODENUMBER_WASM, "Chaos": GUESTS / "chaos.wat"})
@@ -85,4 +92,6 @@ def test_guest_traps_on_some_calls(harness: Harness) -> None:
     assert_bound_once_where_the_guest_says(harness, extender, names)
     records = extender.log_records()
     assert any(r.get("event") == "call.trapped" for r in records), "the chaos guest never trapped"
+    refused = [r for r in records if r.get("event") == "extender.bind_refused"]
+    assert all("prioritize of pod" in str(r.get("reason")) for r in refused), refused[:3]
     wait_nothing_held(extender)

@@ -1,0 +1,17 @@
+"""The end-to-end benchmark (`python -m tests.e2e.bench`) runs: every variant, a tiny size."""
+
+from __future__ import annotations
+
+from tests.e2e.bench import VARIANTS, bench
+from tests.e2e.cluster import Harness
+from wasm_scheduler.adapters.benchmarks.workload import Workload
+
+
+def test_every_variant_binds_every_measured_pod(harness: Harness) -> None:
+    results = bench(harness, Workload(nodes=10, init_pods=10, pods=20), rounds=1, variants=VARIANTS)
+    assert [r.variant for r in results] == list(VARIANTS)
+    for result in results:
+        assert result.pods == 20 and result.pods_per_second > 0, result
+        if result.variant != "simulate":
+            assert 0 < result.p50_ms <= result.p99_ms, result
+            assert result.cpu_s_per_pod["kube-scheduler"] > 0, result
