@@ -8,12 +8,16 @@ and against each plugin's own per-node `filter`/`score`; it checks that
 NodeResourcesFit's fast paths (Filter's inline test, Score's cpu-and-memory shortcut)
 agree with its general ones. It also covers `ScoreTable` (a plugin's scores put in the
 table's node order, bad columns reported as Error statuses), `Framework.run_score` and a
-full scheduling run with a plugin that returns its scores out of node order, and the
-size `Snapshot.bind` gives an image a bound pod pulls onto a node that lacks it.
+full scheduling run with a plugin that returns its scores out of node order, and that
+`Snapshot.bind` leaves a node's images as its status reports them. NodePorts'
+batched Filter, NodeResourcesBalancedAllocation's Score (its cpu-and-memory shortcut and its
+general path) and ImageLocality's Score are checked the same way against references written
+from kube-scheduler 1.33's source.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -24,16 +28,23 @@ from hypothesis import HealthCheck, given, settings
 from tests.framework_support import cluster, config, node, pod, run
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.framework import Framework, ScoreTable
+from wasm_scheduler.adapters.framework.handle import SchedulerHandle
+from wasm_scheduler.adapters.framework.plugins import DEFAULT_MULTIPOINT
 from wasm_scheduler.adapters.framework.plugins.base import NativePlugin, PluginContext
+from wasm_scheduler.adapters.framework.plugins.image_locality import ImageLocality
 from wasm_scheduler.adapters.framework.plugins.node_affinity import NodeAffinity
 from wasm_scheduler.adapters.framework.plugins.node_name import NodeName
+from wasm_scheduler.adapters.framework.plugins.node_ports import NodePorts
+from wasm_scheduler.adapters.framework.plugins.node_resources_balanced_allocation import (
+    NodeResourcesBalancedAllocation,
+)
 from wasm_scheduler.adapters.framework.plugins.node_resources_fit import NodeResourcesFit, insufficient
 from wasm_scheduler.adapters.framework.plugins.node_unschedulable import NodeUnschedulable
 from wasm_scheduler.adapters.framework.plugins.taint_toleration import TaintToleration
 from wasm_scheduler.adapters.framework.pods import PodInfo
 from wasm_scheduler.adapters.framework.resources import CPU, MEMORY, Resources, pod_requests
 from wasm_scheduler.adapters.framework.results import PodStatus
-from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo, Snapshot
 from wasm_scheduler.framework_api import SUCCESS, Code, NodeScore, NormalizeScoreResult, ScoreResult, Status
 
 KubeObject = Mapping[str, Any]
@@ -46,7 +57,8 @@ EFFECTS = ("NoSchedule", "NoExecute", "PreferNoSchedule")
 LABEL_KEYS = ("zone", "disk", "rank")
 LABEL_VALUES = ("a", "b", "1", "5", "10")
 ELSEWHERE = "elsewhere"  # a node name no generated node has (generated names are at most 3 letters)
-DEFAULT_SCORE_PLUGINS = ("TaintToleration", "NodeAffinity", "NodeResourcesFit")
+#: Every score plugin of the default profile (those with a weight).
+DEFAULT_SCORE_PLUGINS = tuple(name for name, weight in DEFAULT_MULTIPOINT if weight)
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -686,42 +698,246 @@ def test_scheduling_lands_on_the_same_node_whatever_order_a_plugin_returns_its_s
     assert outcome.node == "b" and outcome.scores == {"Fixed": 90}
 
 
-# --- 5. Image sizes of a bound pod's images ------------------------------------------------
+# --- 5. A bound pod's images -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sizes", [(1000, 3000), (3000, 1000)])
-def test_a_bound_pods_image_missing_on_its_node_gets_the_largest_size_any_node_reports(sizes) -> None:
-    first, second = sizes
+def test_binding_a_pod_leaves_its_nodes_images_as_the_node_reports_them() -> None:
+    """kube-scheduler's node images are only the node's status.images (the kubelet reports a
+    pulled image later): binding neither adds the pod's images nor replaces the node dict."""
     two_images = bare_pod("p", [{}, {}])
     two_images["spec"]["containers"][0]["image"] = "app:1"
     two_images["spec"]["containers"][1]["image"] = "nobody-has-it"
-    cl = cluster(node("n1", images=[("app:1", first)]), node("n2", images=[("app:1", second)]), node("n3"),
-                 node("n4"), two_images, pod("q", image="app:1"))
+    cl = cluster(node("n1", images=[("app:1", 1000)]), node("n2", images=[("app:1", 3000)]), node("n3"),
+                 two_images, pod("q", image="app:1"))
     snapshot = cl.snapshot()
     p, q = (cl.find_pending(name) for name in ("p", "q"))
     assert p is not None and q is not None
-    snapshot.assume(p, "n3")
-    assert snapshot.bind(p.uid, "n3") == ""
+    for pending, name in ((p, "n3"), (q, "n1")):
+        snapshot.assume(pending, name)
+        before = snapshot.node_info(name)
+        assert snapshot.bind(pending.uid, name) == ""
+        after = snapshot.node_info(name)
+        assert before is not None and after is not None and after.node is before.node
     n3 = snapshot.node_info("n3")
-    assert n3 is not None
-    assert n3.node["status"]["images"] == [{"names": ["app:1"], "sizeBytes": 3000},
-                                           {"names": ["nobody-has-it:latest"], "sizeBytes": 0}]
-    assert n3.images() == {"app:1": 3000, "nobody-has-it:latest": 0}
-    snapshot.assume(q, "n4")
-    assert snapshot.bind(q.uid, "n4") == ""
-    n4 = snapshot.node_info("n4")
-    assert n4 is not None and n4.images() == {"app:1": 3000}
-    assert snapshot.update_view().image_states("n4") == {"app:1": {"Size": 3000, "NumNodes": 4}}
+    assert n3 is not None and n3.images() == {}
+    view = snapshot.update_view()
+    assert view.image_states("n3") == {}
+    assert view.image_states("n1") == {"app:1": {"Size": 1000, "NumNodes": 2}}
 
 
-def test_a_bound_pods_image_already_on_its_node_keeps_the_nodes_size() -> None:
-    cl = cluster(node("n1", images=[("app:1", 1000)]), node("n2", images=[("app:1", 3000)]), pod("p", image="app:1"))
-    snapshot = cl.snapshot()
-    p = cl.pending[0]
-    before = snapshot.node_info("n1")
-    snapshot.assume(p, "n1")
-    assert snapshot.bind(p.uid, "n1") == ""
-    after = snapshot.node_info("n1")
-    assert before is not None and after is not None
-    assert after.node["status"]["images"] == [{"names": ["app:1"], "sizeBytes": 1000}]
-    assert after.node is before.node  # nothing pulled: the node dict is unchanged
+# --- 6. NodePorts, NodeResourcesBalancedAllocation, ImageLocality ----------------------------
+#
+# Each batched form against a per-node reference written here from kube-scheduler 1.33's
+# source (HostPortInfo.CheckConflict; balancedResourceScorer with useRequested;
+# ImageLocality's Score), against the plugin's own per-node answer, and, for the plugins
+# that cache per node, with one long-lived plugin across examples (node names recur with
+# other pods and images, as a node's NodeInfo does between cycles).
+
+PORT_PROTOCOLS = ("", "TCP", "UDP")
+PORT_IPS = ("", "0.0.0.0", "10.0.0.1", "10.0.0.2")
+host_port_specs = st.fixed_dictionaries(
+    {"containerPort": st.just(80)},
+    optional={"hostPort": st.sampled_from((0, 80, 81)), "protocol": st.sampled_from(PORT_PROTOCOLS),
+              "hostIP": st.sampled_from(PORT_IPS)})
+
+
+def ported_pod(name: str, ports: Sequence[Mapping[str, Any]], sidecar: Sequence[Mapping[str, Any]] = (),
+               init: Sequence[Mapping[str, Any]] = (), **spec: Any) -> dict[str, Any]:
+    body = bare_pod(name, [{}], **spec)
+    body["spec"]["containers"][0]["ports"] = list(ports)
+    inits = []
+    if sidecar:
+        inits.append({"name": "side", "image": "side:1", "restartPolicy": "Always", "ports": list(sidecar)})
+    if init:
+        inits.append({"name": "init", "image": "init:1", "ports": list(init)})
+    if inits:
+        body["spec"]["initContainers"] = inits
+    return body
+
+
+@st.composite
+def port_cases(draw: st.DrawFn) -> tuple[list[NodeInfo], dict[str, Any]]:
+    names = draw(st.lists(st.text("abc", min_size=1, max_size=3), max_size=5, unique=True))
+    nodes = []
+    for name in names:
+        placed = [ported_pod(f"{name}-{i}", draw(st.lists(host_port_specs, max_size=3)),
+                             draw(st.lists(host_port_specs, max_size=1)), draw(st.lists(host_port_specs, max_size=1)),
+                             nodeName=name)
+                  for i in range(draw(st.integers(0, 3)))]
+        nodes.append(info(node(name), *placed))
+    wanted = ported_pod("p", draw(st.lists(host_port_specs, max_size=3)), draw(st.lists(host_port_specs, max_size=1)),
+                        draw(st.lists(host_port_specs, max_size=1)))
+    return nodes, wanted
+
+
+def ref_host_ports(pod: KubeObject) -> list[tuple[str, str, int]]:
+    """util.GetHostPorts, sanitized as HostPortInfo.Add does."""
+    spec = spec_of(pod)
+    containers = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    containers += list(spec.get("containers") or ())
+    return [(p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", p["hostPort"])
+            for c in containers for p in c.get("ports") or () if p.get("hostPort", 0) > 0]
+
+
+def ref_node_ports(pod: KubeObject, n: NodeInfo) -> Status:
+    used: dict[str, set[tuple[str, int]]] = {}
+    for placed in n.pods:
+        for ip, protocol, port in ref_host_ports(placed.pod):
+            used.setdefault(ip, set()).add((protocol, port))
+    for ip, protocol, port in ref_host_ports(pod):
+        keys = list(used) if ip == "0.0.0.0" else ["0.0.0.0", ip]
+        if any((protocol, port) in used.get(key, set()) for key in keys):
+            return Status(Code.UNSCHEDULABLE, "node(s) didn't have free ports for the requested pod ports", "NodePorts")
+    return SUCCESS
+
+
+LONG_LIVED_PORTS = NodePorts()
+
+
+@PROPERTY
+@given(case=port_cases())
+def test_node_ports_batched_filter_matches_a_per_node_kubernetes_reference(case) -> None:
+    nodes, p = case
+    plugin, state = NodePorts(), CycleState()
+    pre = plugin.pre_filter(state, p)
+    assert pre.status.code == (Code.SUCCESS if ref_host_ports(p) else Code.SKIP)
+    expected = {n.name: triple(ref_node_ports(p, n)) for n in nodes}
+    for candidate in (plugin, LONG_LIVED_PORTS):
+        batched = candidate.filter_nodes(state, p, nodes)
+        assert list(batched) == [n.name for n in nodes]
+        assert {name: triple(s) for name, s in batched.items()} == expected
+        assert {n.name: triple(candidate.filter(state, p, n)) for n in nodes} == expected
+        alone = candidate.filter_nodes(CycleState(), p, nodes[::-1])  # no PreFilter state: the pod is read
+        assert {name: triple(s) for name, s in alone.items()} == expected
+
+
+def ref_balanced(resources: Sequence[str], pod: KubeObject, n: NodeInfo) -> int:
+    """balancedResourceScorer over calculateResourceAllocatableRequest with useRequested."""
+    request = pod_requests(pod).requested
+    fractions: list[float] = []
+    for name in resources:
+        wanted = request.get(name)
+        if name == CPU:
+            alloc, used = n.allocatable.milli_cpu, n.requested.milli_cpu
+        elif name == MEMORY:
+            alloc, used = n.allocatable.memory, n.requested.memory
+        elif wanted == 0:
+            continue
+        else:
+            alloc, used = n.allocatable.scalar.get(name, 0), n.requested.scalar.get(name, 0)
+        if alloc:
+            fractions.append(min((used + wanted) / alloc, 1.0))
+    if len(fractions) == 2:
+        std = abs(fractions[0] - fractions[1]) / 2
+    elif len(fractions) > 2:
+        mean = 0.0
+        for f in fractions:
+            mean += f
+        mean /= len(fractions)
+        squares = 0.0
+        for f in fractions:
+            squares += (f - mean) * (f - mean)
+        std = math.sqrt(squares / len(fractions))
+    else:
+        std = 0.0
+    return int((1 - std) * 100)
+
+
+def balanced(resources: Sequence[str]) -> NodeResourcesBalancedAllocation:
+    args = {"resources": [{"name": name, "weight": 1} for name in resources]}
+    return NodeResourcesBalancedAllocation(plugin_context("NodeResourcesBalancedAllocation", args))
+
+
+@PROPERTY
+@given(case=cases(), prescored=st.booleans())
+def test_balanced_allocation_shortcut_generic_path_and_reference_agree(case, prescored) -> None:
+    nodes, p = case
+    default, swapped, extended = balanced((CPU, MEMORY)), balanced((MEMORY, CPU)), balanced((CPU, MEMORY, EXTENDED))
+    request = pod_requests(p).requested
+    best_effort = not (request.milli_cpu or request.memory)
+    for plugin, resources in ((default, (CPU, MEMORY)), (swapped, (MEMORY, CPU)), (extended, (CPU, MEMORY, EXTENDED))):
+        state = CycleState()
+        skipped = False
+        if prescored:
+            status = plugin.pre_score(state, p, nodes)
+            skipped = status.code == Code.SKIP
+            assert skipped == (not any(request.get(r) for r in resources))
+        if skipped:
+            continue  # the framework does not call Score
+        nothing = not any(request.get(r) for r in resources)
+        expected = [(n.name, 0 if nothing else ref_balanced(resources, p, n)) for n in nodes]
+        assert list(plugin.score_nodes(state, p, nodes).pairs()) == expected, resources
+        assert [(n.name, plugin.score(state, p, n)) for n in nodes] == expected, resources
+        assert all(0 <= score <= 100 for _name, score in expected)
+    if not best_effort:
+        assert list(default.score_nodes(CycleState(), p, nodes).pairs()) == list(
+            swapped.score_nodes(CycleState(), p, nodes).pairs())
+
+
+IMAGE_NAMES = ("app", "app:latest", "app:1", "reg.io/app:1", "reg.io:5000/app", "other@sha256:ab", "big:2")
+IMAGE_SIZES = (0, 10 * 1024**2, 30 * 1024**2, 500 * 1024**2, 1500 * 1024**2)
+
+
+@st.composite
+def image_cases(draw: st.DrawFn) -> tuple[list[NodeInfo], list[int], dict[str, Any]]:
+    """Nodes with images (some names normalized, some not), the nodes scored, and a pod."""
+    names = draw(st.lists(st.text("abc", min_size=1, max_size=3), min_size=1, max_size=6, unique=True))
+    nodes = []
+    for name in names:
+        images = draw(st.lists(st.tuples(st.sampled_from(IMAGE_NAMES), st.sampled_from(IMAGE_SIZES)), max_size=4))
+        nodes.append(info(node(name, images=images)))
+    scored = draw(st.lists(st.integers(0, len(nodes) - 1), min_size=1, max_size=len(nodes), unique=True))
+    body = bare_pod("p", [{}] * draw(st.integers(1, 3)))
+    for container in body["spec"]["containers"]:
+        container["image"] = draw(st.sampled_from(IMAGE_NAMES))
+    if draw(st.booleans()):
+        body["spec"]["initContainers"] = [{"name": "init", "image": draw(st.sampled_from(IMAGE_NAMES))}]
+    return nodes, scored, body
+
+
+def ref_image_locality(pod: KubeObject, n: NodeInfo, all_nodes: Sequence[NodeInfo]) -> int:
+    """ImageLocality.Score: sumImageScores, then calculatePriority."""
+    def names(m: NodeInfo) -> dict[str, int]:
+        return {name: image["sizeBytes"] for image in m.node["status"]["images"] for name in image["names"]}
+
+    spec = spec_of(pod)
+    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    total = 0
+    for container in containers:
+        image = container["image"]
+        if image.rfind(":") <= image.rfind("/"):
+            image += ":latest"
+        if image in names(n):
+            having = sum(1 for m in all_nodes if image in names(m))
+            total += int(names(n)[image] * (having / len(all_nodes)))
+    low, high = 23 * 1024**2, 1000 * 1024**2 * len(containers)
+    total = min(max(total, low), high)
+    return 100 * (total - low) // (high - low)
+
+
+class _Holder:
+    """A stand-in for the scheduler's handle: only `snapshot` is read."""
+
+    snapshot: Snapshot | None = None
+
+
+LONG_LIVED_HANDLE = _Holder()
+LONG_LIVED_IMAGES = ImageLocality(PluginContext("ImageLocality", {}, LONG_LIVED_HANDLE, None))  # type: ignore[arg-type]
+
+
+@PROPERTY
+@given(case=image_cases())
+def test_image_locality_batched_per_node_and_reference_agree_on_the_snapshots_nodes(case) -> None:
+    nodes, scored_at, p = case
+    snapshot = Snapshot(nodes)
+    snapshot.update_view()
+    LONG_LIVED_HANDLE.snapshot = snapshot
+    fresh = ImageLocality(PluginContext("ImageLocality", {}, SchedulerHandle(snapshot), None))  # type: ignore[arg-type]
+    scored = [nodes[i] for i in scored_at]
+    expected = [(n.name, ref_image_locality(p, n, nodes)) for n in scored]
+    for plugin in (fresh, LONG_LIVED_IMAGES):
+        assert list(plugin.score_nodes(CycleState(), p, scored).pairs()) == expected
+        assert [(n.name, plugin.score(CycleState(), p, n)) for n in scored] == expected
+    alone = ImageLocality()  # no scheduler: the nodes given are all the nodes
+    assert list(alone.score_nodes(CycleState(), p, nodes).pairs()) == [
+        (n.name, ref_image_locality(p, n, nodes)) for n in nodes]

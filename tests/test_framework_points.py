@@ -7,6 +7,7 @@ from typing import Any
 
 from tests.framework_support import Journal, cluster, config, node, pod, recorder, run
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.adapters.framework.plugins import DEFAULT_MULTIPOINT
 from wasm_scheduler.adapters.framework.plugins.base import NativePlugin
 from wasm_scheduler.adapters.framework.results import PodStatus
 from wasm_scheduler.adapters.framework.scheduler import num_feasible_nodes_to_find
@@ -157,7 +158,7 @@ def test_scores_are_weighted_and_summed(compiler):
     registry = {"A": recorder(journal, {("score", "p"): {"n1": 10, "n2": 40}}),
                 "B": recorder(journal, {("score", "p"): {"n1": 50, "n2": 0}})}
     # Only the test plugins score: disable the default score plugins at that point.
-    plugins = {"score": {"disabled": [{"name": n} for n in ("TaintToleration", "NodeAffinity", "NodeResourcesFit")]}}
+    plugins = {"score": {"disabled": [{"name": n} for n, weight in DEFAULT_MULTIPOINT if weight]}}
     a_wins = run(config(("A", 2), ("B", 1), plugins=plugins), cluster(node("n1"), node("n2"), pod("p")), compiler,
                  registry)
     assert a_wins.outcome("default/p").node == "n2"  # n1: 20+50=70, n2: 80+0=80
@@ -265,7 +266,7 @@ class ColumnScorer(NativePlugin):
 def test_a_score_given_as_columns_is_weighted_without_making_node_scores(compiler):
     results: list[ScoreResult] = []
     registry = {"Columns": lambda ctx: ColumnScorer(ctx, {"n1": 30, "n2": 70}, results)}
-    plugins = {"score": {"disabled": [{"name": n} for n in ("TaintToleration", "NodeAffinity", "NodeResourcesFit")]}}
+    plugins = {"score": {"disabled": [{"name": n} for n, weight in DEFAULT_MULTIPOINT if weight]}}
     report = run(config(("Columns", 3), plugins=plugins), cluster(node("n1"), node("n2"), pod("p")), compiler,
                  registry)
     assert report.outcome("default/p").node == "n2" and report.outcome("default/p").scores == {"Columns": 210}

@@ -157,7 +157,9 @@ def test_pods_nominated_to_a_node_keep_its_room_from_lower_priority_pods(compile
         assert n1 is not None
 
         def fits(candidate: dict) -> Status:
-            statuses, error = framework.run_filter_with_nominated(CycleState(), PodInfo.of(candidate), [n1])
+            state = CycleState()  # PreFilter first, as a cycle does: AddPod reads what it wrote
+            assert framework.run_pre_filter(state, candidate)[1].ok
+            statuses, error = framework.run_filter_with_nominated(state, PodInfo.of(candidate), [n1])
             assert error.ok
             return statuses["n1"]
 

@@ -29,13 +29,19 @@ def test_the_default_profile(compiler):
     with frameworks(cfg, compiler) as scheduler:
         fw = scheduler.frameworks["default-scheduler"]
         assert fw.names("queue_sort") == ["PrioritySort"]
-        assert fw.names("pre_filter") == ["NodeAffinity", "NodeResourcesFit"]
+        assert fw.names("pre_filter") == ["NodeAffinity", "NodePorts", "NodeResourcesFit", "PodTopologySpread",
+                                          "InterPodAffinity"]
         assert fw.names("filter") == ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
-                                      "NodeResourcesFit"]
+                                      "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"]
         assert fw.names("post_filter") == ["DefaultPreemption"]
-        assert fw.names("score") == ["TaintToleration", "NodeAffinity", "NodeResourcesFit"]
-        assert fw.score_weights == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1}
-        assert fw.names("normalize_score") == ["TaintToleration", "NodeAffinity"]
+        assert fw.names("score") == ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread",
+                                     "InterPodAffinity", "NodeResourcesBalancedAllocation", "ImageLocality"]
+        assert fw.score_weights == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
+                                    "PodTopologySpread": 2, "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1,
+                                    "ImageLocality": 1}
+        assert list(fw.plugins)[:2] == ["SchedulingGates", "PrioritySort"]  # kube-scheduler 1.33's order
+        assert fw.names("normalize_score") == ["TaintToleration", "NodeAffinity", "PodTopologySpread",
+                                               "InterPodAffinity"]
         assert fw.names("bind") == ["DefaultBinder"]
 
 
@@ -60,8 +66,10 @@ def test_multipoint_defaults_can_be_disabled_reweighted_and_replaced(compiler):
     with frameworks(cfg, compiler) as scheduler:
         fw = scheduler.frameworks["default-scheduler"]
         assert "NodeAffinity" not in fw.plugins
-        assert fw.names("score") == ["TaintToleration"]
-        assert fw.score_weights == {"TaintToleration": 7}
+        assert fw.names("score") == ["TaintToleration", "PodTopologySpread", "InterPodAffinity",
+                                     "NodeResourcesBalancedAllocation", "ImageLocality"]
+        assert fw.score_weights == {"TaintToleration": 7, "PodTopologySpread": 2, "InterPodAffinity": 2,
+                                    "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
         assert "NodeResourcesFit" in fw.names("filter")
 
 
@@ -114,8 +122,8 @@ def test_configuration_mistakes(fields, message):
 @pytest.mark.parametrize(("plugins", "plugin_config", "message"), [
     ({"multiPoint": {"enabled": [{"name": "Frobnicate"}]}}, [],
      "plugins.multiPoint.enabled[0].name: unknown plugin 'Frobnicate'"),
-    ({"multiPoint": {"enabled": [{"name": "PodTopologySpread"}]}}, [],
-     "'PodTopologySpread' is a kube-scheduler plugin this simulator does not implement"),
+    ({"multiPoint": {"enabled": [{"name": "VolumeBinding"}]}}, [],
+     "'VolumeBinding' is a kube-scheduler plugin this simulator does not implement"),
     ({"queueSort": {"enabled": [{"name": "DefaultBinder"}]}}, [],
      "plugins.queueSort.enabled[0].name: plugin 'DefaultBinder' does not extend queueSort"),
     ({"multiPoint": {"disabled": [{"name": "PrioritySort"}]}}, [], "exactly one queueSort plugin is needed, got 0"),

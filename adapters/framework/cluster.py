@@ -2,7 +2,9 @@
 
 This module owns turning a YAML file (a ``List``, a ``NodeList``/``PodList``, or
 several documents of Nodes and Pods) into a checked `Cluster`: nodes, the pods
-running on them (``spec.nodeName`` set) and the pending pods, in file order. It fills
+running on them (``spec.nodeName`` set) and the pending pods, in file order, plus the
+Services, ReplicaSets, StatefulSets and ReplicationControllers when the file has them
+(`Workloads`: PodTopologySpread's default constraints read their selectors). It fills
 in what the API server would have (a uid, the namespace, ``spec.priority`` from a
 ``PriorityClass`` in the same file or a built-in one), drops pods that have finished,
 and turns every mistake into a `UserError` naming the file, the object and the field.
@@ -22,20 +24,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import structlog
 import yaml
 
 from wasm_scheduler.adapters.framework.errors import UserError, clip, shown, where
 from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, node_name_of, pod_key
 from wasm_scheduler.adapters.framework.resources import QuantityError, Resources
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo, Snapshot
+from wasm_scheduler.adapters.framework.workloads import NO_WORKLOADS, WORKLOAD_KINDS, Workloads
+from wasm_scheduler.logger import get_logger
 
-log = structlog.get_logger("adapters.framework.cluster")
+log = get_logger("adapters.framework.cluster")
 
 #: PriorityClasses every cluster has.
 BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
-_LIST_KINDS = {"List": None, "NodeList": "Node", "PodList": "Pod", "PriorityClassList": "PriorityClass"}
+_LIST_KINDS = {"List": None, "NodeList": "Node", "PodList": "Pod", "PriorityClassList": "PriorityClass",
+               **{f"{kind}List": kind for kind in WORKLOAD_KINDS}}
 _TERMINAL_PHASES = ("Succeeded", "Failed")
+#: Names a warning lists at most.
+_WARNED_NAMES = 10
 MIB = 1024 * 1024
 #: Largest scheduler configuration, cluster snapshot or kubeconfig file read, in bytes.
 MAX_FILE_BYTES = 256 * MIB
@@ -49,6 +55,9 @@ _STRING_MAP = "string map"
 _OBJECT: Mapping[str, Any] = {
     "metadata": {"name": str, "namespace": str, "uid": str, "labels": _STRING_MAP, "annotations": _STRING_MAP},
 }
+#: A metav1.LabelSelector (a ReplicaSet's or StatefulSet's spec.selector).
+_LABEL_SELECTOR = {"matchLabels": _STRING_MAP,
+                   "matchExpressions": [{"key": str, "operator": str, "values": [str]}]}
 _CONTAINER = {"name": str, "image": str, "resources": {"requests": Mapping, "limits": Mapping},
               "ports": [{"hostPort": int, "containerPort": int, "protocol": str, "hostIP": str}]}
 _SHAPES: Mapping[str, Mapping[str, Any]] = {
@@ -66,6 +75,10 @@ _SHAPES: Mapping[str, Mapping[str, Any]] = {
                  "initContainers": [_CONTAINER], "topologySpreadConstraints": [Mapping], "volumes": [Mapping]},
         "status": {"phase": str, "nominatedNodeName": str},
     },
+    "Service": {**_OBJECT, "spec": {"selector": _STRING_MAP}},
+    "ReplicationController": {**_OBJECT, "spec": {"selector": _STRING_MAP}},
+    "ReplicaSet": {**_OBJECT, "spec": {"selector": _LABEL_SELECTOR}},
+    "StatefulSet": {**_OBJECT, "spec": {"selector": _LABEL_SELECTOR}},
 }
 
 
@@ -114,6 +127,8 @@ class Cluster:
     running: tuple[PodInfo, ...]
     #: Pods without spec.nodeName, in file order.
     pending: tuple[PodInfo, ...]
+    #: Services, ReplicaSets, StatefulSets and ReplicationControllers of the file (often none).
+    workloads: Workloads = NO_WORKLOADS
 
     def snapshot(self) -> Snapshot:
         return Snapshot(self.nodes)
@@ -286,6 +301,7 @@ def cluster_from_objects(docs: Iterable[Any], source: str = "<cluster>") -> Clus
     default_priority = 0
     nodes: dict[str, KubeObject] = {}
     pods: list[tuple[str, dict[str, Any]]] = []
+    workloads: dict[tuple[str, str, str], dict[str, Any]] = {}
     skipped: dict[str, int] = {}
     for here, obj in objects:
         kind = _kind(obj, source, here)
@@ -308,10 +324,15 @@ def cluster_from_objects(docs: Iterable[Any], source: str = "<cluster>") -> Clus
         elif kind == "Pod":
             _named(obj, kind, here, source)
             pods.append((here, obj))
+        elif kind in WORKLOAD_KINDS:
+            name = _named(obj, kind, here, source)
+            namespace = (obj.get("metadata") or {}).get("namespace") or "default"
+            if (kind, namespace, name) in workloads:
+                raise UserError(where(source, f"{kind} {clip(f'{namespace}/{name}')}",
+                                      f"metadata.name: a second {kind} of that name"))
+            workloads[(kind, namespace, name)] = obj
         else:
             skipped[clip(kind)] = skipped.get(clip(kind), 0) + 1
-    if skipped:
-        log.warning("cluster.objects_skipped", source=source, kinds=skipped)
     if not nodes and not pods:
         found = f" (found {', '.join(sorted(skipped))})" if skipped else ""
         raise UserError(f"{source}: no Node or Pod objects{found}; expected what "
@@ -323,6 +344,8 @@ def cluster_from_objects(docs: Iterable[Any], source: str = "<cluster>") -> Clus
     pending: list[PodInfo] = []
     seen: set[str] = set()
     uids: set[str] = set()
+    #: Pod key -> the node it names that the file does not have (warned about once, at the end).
+    on_unknown: dict[str, str] = {}
     for _here, obj in pods:
         pod = _complete_pod(obj, priority_classes, default_priority, source)
         key = pod_key(pod)
@@ -342,12 +365,23 @@ def cluster_from_objects(docs: Iterable[Any], source: str = "<cluster>") -> Clus
         if not node:
             pending.append(info)
         elif node not in nodes:
-            log.warning("cluster.pod_on_unknown_node", source=source, pod=key, node=node)
+            on_unknown[key] = node
         else:
             on_node[node].append(info)
             running.append(info)
+    if not nodes:
+        raise UserError(f"{source}: {len(pods)} Pod{'s' if len(pods) != 1 else ''} but no Node objects: nothing "
+                        "to schedule on; were the nodes left out? expected what `kubectl get nodes,pods -A -o yaml` "
+                        "prints")
     infos = tuple(NodeInfo.of(nodes[name], node_allocatable[name], on_node[name]) for name in nodes)
-    return Cluster(source, infos, tuple(running), tuple(pending))
+    cluster = Cluster(source, infos, tuple(running), tuple(pending), Workloads.of(workloads.values()))
+    # Warnings only once the file is known to be good: a mistake is one line, not warnings and then the error.
+    if skipped:
+        log.warning("cluster.objects_skipped", source=source, kinds=skipped)
+    if on_unknown:
+        log.warning("cluster.pods_on_unknown_nodes", source=source, count=len(on_unknown),
+                    nodes=sorted(set(on_unknown.values()))[:_WARNED_NAMES], pods=list(on_unknown)[:_WARNED_NAMES])
+    return cluster
 
 
 def _allocatable(node: KubeObject, source: str) -> Resources:

@@ -56,13 +56,16 @@ class PluginArgs:
 
     @property
     def is_wasm(self) -> bool:
-        return "guestURL" in self.args
+        """Whether the args name a guest: ``guestURL``, or the same but for case (``guestUrl``,
+        which the wasm plugin's own checks then name as a misspelling)."""
+        return "guestURL" in self.args or any(isinstance(key, str) and key.casefold() == "guesturl"
+                                              for key in self.args)
 
 
 @dataclass(frozen=True)
 class ProfileConfig:
     scheduler_name: str
-    #: Config point name (and "multiPoint") -> merged plugin set.
+    #: Config point name (and "multiPoint", "preEnqueue") -> merged plugin set.
     plugins: Mapping[str, PluginSet]
     plugin_args: Mapping[str, PluginArgs]
     percentage_of_nodes_to_score: int | None
@@ -188,6 +191,7 @@ def _profile(raw: Any, at: str) -> ProfileConfig:
     defaults = PluginSet(tuple(PluginRef(n, w, "(default plugins)") for n, w in DEFAULT_MULTIPOINT))
     merged = {point: custom[point] for point in CONFIG_POINTS}
     merged["multiPoint"] = _merge(defaults, custom["multiPoint"])
+    merged["preEnqueue"] = custom["preEnqueue"]  # its `disabled` only (enabling one is refused above)
     args: dict[str, PluginArgs] = {}
     for i, entry in enumerate(_list(raw.get("pluginConfig"), where, "pluginConfig")):
         here = f"pluginConfig[{i}]"

@@ -20,12 +20,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import structlog
-
 from wasm_scheduler.actors.log_level import DEBUG, enabled
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, pod_key
-from wasm_scheduler.adapters.framework.results import PASSED, CycleTrace
+from wasm_scheduler.adapters.framework.results import PASSED, CycleTrace, reason_groups
+from wasm_scheduler.adapters.framework.results import REASON_SEPARATOR as REASON_SEPARATOR  # re-exported
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 from wasm_scheduler.adapters.framework.waiting_pods import MAX_PERMIT_TIMEOUT_S
 from wasm_scheduler.framework_api import (
@@ -39,12 +38,13 @@ from wasm_scheduler.framework_api import (
     Status,
     score_columns,
 )
+from wasm_scheduler.logger import get_logger
 
 if TYPE_CHECKING:
     from wasm_scheduler.adapters.framework.handle import SchedulerHandle
     from wasm_scheduler.adapters.framework.plugins.base import Plugin
 
-log = structlog.get_logger("adapters.framework")
+log = get_logger("adapters.framework")
 
 #: The nodes a framework hands its plugins: `NodeInfo` in the scheduler; the HTTP
 #: extender's wasm plugins read only names and get lighter nodes.
@@ -60,15 +60,17 @@ def _error(point: str, plugin: str, status: Status) -> Status:
     return Status(Code.ERROR, f"running {point} plugin {plugin!r}: {status.reason or status.code.label}", plugin)
 
 
-#: How a status with several reasons separates them (each counts on its own in the message).
-REASON_SEPARATOR = "; "
-
-
 def _trace_text(status: Status) -> str:
     """A status as --explain shows it under its plugin's name."""
     if status.ok:
         return PASSED
     return status.reason if status.reason else status.code.label
+
+
+def _unfinished(trace: CycleTrace, nodes: Iterable[NamedNode]) -> None:
+    """The nodes not rejected yet when the Filter point ended in Error: not evaluated."""
+    for node in nodes:
+        trace.node(node.name).unfinished = True
 
 
 @dataclass
@@ -91,10 +93,11 @@ class Diagnosis:
             text += f" {self.pre_filter_msg.rstrip('.')}."
         else:
             histogram: dict[str, int] = {}
-            for status in self.statuses.values():
-                for reason in (status.reason or status.code.label).split(REASON_SEPARATOR):
-                    label = f"{reason} ({status.plugin})" if status.plugin else reason
-                    histogram[label] = histogram.get(label, 0) + 1
+            groups = reason_groups((node, status.plugin, status.reason or status.code.label)
+                                   for node, status in self.statuses.items())
+            for (plugin, reason), nodes in groups.items():
+                label = f"{reason} ({plugin})" if plugin else reason
+                histogram[label] = histogram.get(label, 0) + len(nodes)
             if histogram:
                 text += " " + ", ".join(sorted(f"{n} {r}" for r, n in histogram.items())) + "."
         if self.post_filter_msg:
@@ -261,7 +264,8 @@ class Framework(Generic[NodeT]):
         """(each node's status: Success or the first rejection, Error status or Success)."""
         statuses: dict[str, Status] = {}
         remaining = list(nodes)
-        for plugin in self.points["filter"]:
+        plugins = self.points["filter"]
+        for at, plugin in enumerate(plugins):
             if not remaining:
                 break
             if plugin.name in state.skip_filter_plugins:
@@ -279,7 +283,12 @@ class Framework(Generic[NodeT]):
                         trace.node(node.name).filters.append((plugin.name, _trace_text(status)))
                 remaining = []
                 break
-            results = self._call("Filter", plugin, pod, plugin.filter_nodes, state, pod, remaining)
+            try:
+                results = self._call("Filter", plugin, pod, plugin.filter_nodes, state, pod, remaining)
+            except Exception:
+                if trace is not None:
+                    _unfinished(trace, remaining)
+                raise
             passed = []
             for node in remaining:
                 status = results.get(node.name)
@@ -295,6 +304,11 @@ class Framework(Generic[NodeT]):
                 elif status.is_rejection:
                     statuses[node.name] = status.with_plugin(plugin.name)
                 else:
+                    if trace is not None:
+                        # Nodes it passed are feasible only if no Filter plugin was left to run on them.
+                        later = any(p.name not in state.skip_filter_plugins for p in plugins[at + 1:])
+                        done = set() if later else {n.name for n in passed}
+                        _unfinished(trace, [n for n in remaining if n.name not in statuses and n.name not in done])
                     return statuses, _error("Filter", plugin.name, status)
             remaining = passed
         statuses.update(dict.fromkeys([node.name for node in remaining], SUCCESS))

@@ -5,8 +5,9 @@ wasm host functions it implements `actors.handle.FrameworkHandle`: the node list
 and image states read the snapshot view of the scheduling cycle in progress (node
 dicts are the snapshot's, replaced on change, never edited), events are recorded,
 and waiting pods can be looked up and rejected. Native plugins additionally get the
-waiting pods themselves (to allow them), the nominator, the snapshot, a worker pool
-for parallel work, and `evict`, through which preemption deletes its victims (the
+waiting pods themselves (to allow them), the nominator, the snapshot, the snapshot's
+`Workloads` (PodTopologySpread's default constraints), a worker pool for parallel
+work, and `evict`, through which preemption deletes its victims (the
 scheduler decides what deleting a pod means in a simulation).
 """
 
@@ -17,14 +18,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-import structlog
-
 from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo
 from wasm_scheduler.adapters.framework.queue import Nominator
 from wasm_scheduler.adapters.framework.snapshot import Snapshot
 from wasm_scheduler.adapters.framework.waiting_pods import WaitingPod, WaitingPods
+from wasm_scheduler.adapters.framework.workloads import NO_WORKLOADS, Workloads
+from wasm_scheduler.logger import get_logger
 
-log = structlog.get_logger("adapters.framework.handle")
+log = get_logger("adapters.framework.handle")
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -37,8 +38,11 @@ class SchedulerHandle:
     """The scheduler as plugins see it; every method is safe from any thread."""
 
     def __init__(self, snapshot: Snapshot, waiting_pods: WaitingPods | None = None,
-                 nominator: Nominator | None = None, parallelism: int = 16) -> None:
+                 nominator: Nominator | None = None, parallelism: int = 16,
+                 workloads: Workloads = NO_WORKLOADS) -> None:
         self.snapshot = snapshot
+        #: The cluster's Services, ReplicaSets, StatefulSets, ReplicationControllers (never change).
+        self.workloads = workloads
         self.waiting_pods = waiting_pods or WaitingPods()
         self.nominator = nominator or Nominator()
         self.parallelism = max(1, parallelism)

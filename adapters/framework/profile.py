@@ -8,7 +8,9 @@ multiPoint expansion (explicit per-point entries override, multiPoint plugins fo
 in order, a plugin only lands where it `implements` the point, per-point ``disabled``
 wins), score weights are taken from ``score`` then ``multiPoint`` (0 means 1), and the
 profile must have one QueueSort and at least one Bind plugin. If anything fails,
-every plugin already made is stopped before the `UserError` propagates.
+every plugin already made is stopped before the `UserError` propagates. The HTTP
+extender places a profile's enabled wasm plugins alone by the same rules
+(`enabled_wasm_plugins`, `profile_framework_of`).
 """
 
 from __future__ import annotations
@@ -86,13 +88,18 @@ def load_wasm_plugin(name: str, entry: PluginArgs, config: SchedulerConfig, comp
         raise UserError(f"{entry.where}: args.guestURL: {exc}") from None
 
 
-def _place(framework: Framework[NodeInfo], profile: ProfileConfig) -> None:
+def _place(framework: Framework[Any], profile: ProfileConfig, partial: bool = False) -> None:
+    """Each point's plugins by the profile's rules. `partial`: the framework holds only some of
+    the profile's enabled plugins (the extender's wasm ones); the others are passed over, and a
+    profile's own QueueSort and Bind plugins are not asked for."""
     plugins = framework.plugins
     multi = profile.plugins["multiPoint"]
     for config_point, point in CONFIG_POINTS.items():
         pset = profile.plugins[config_point]
         explicit: list[str] = []
         for ref in pset.enabled:
+            if partial and ref.name not in plugins:
+                continue
             if not plugins[ref.name].implements(point):
                 raise UserError(f"{profile.where}: {ref.where}.name: plugin {ref.name!r} does not extend "
                                 f"{config_point}")
@@ -104,7 +111,7 @@ def _place(framework: Framework[NodeInfo], profile: ProfileConfig) -> None:
             overrides: list[str] = []
             from_multi: list[str] = []
             for ref in multi.enabled:
-                if not plugins[ref.name].implements(point) or ref.name in pset.disabled:
+                if ref.name not in plugins or ref.name in pset.disabled or not plugins[ref.name].implements(point):
                     continue
                 if ref.name in explicit:
                     overrides.append(ref.name)
@@ -116,14 +123,36 @@ def _place(framework: Framework[NodeInfo], profile: ProfileConfig) -> None:
         framework.points[point] = [plugins[n] for n in order]
     _derive_points(framework)
     for ref in (*profile.plugins["score"].enabled, *multi.enabled):
-        if ref.name in framework.score_weights or plugins[ref.name] not in framework.points["score"]:
+        plugin = plugins.get(ref.name)
+        if ref.name in framework.score_weights or plugin is None or plugin not in framework.points["score"]:
             continue
         framework.score_weights[ref.name] = ref.weight or 1
+    if partial:
+        return
     if len(framework.points["queue_sort"]) != 1:
         raise UserError(f"{profile.where}: plugins: exactly one queueSort plugin is needed, got "
                         f"{len(framework.points['queue_sort'])} ({', '.join(framework.names('queue_sort'))})")
     if not framework.points["bind"]:
         raise UserError(f"{profile.where}: plugins: at least one bind plugin is needed")
+
+
+def enabled_wasm_plugins(profile: ProfileConfig) -> list[PluginRef]:
+    """The profile's enabled plugins (`ProfileConfig.needed`) whose pluginConfig args carry
+    guestURL: what the HTTP extender serves for the profile's pods. A pluginConfig entry of a
+    plugin the profile does not enable (or disables) is not among them."""
+    return [ref for ref in profile.needed()
+            if (entry := profile.plugin_args.get(ref.name)) is not None and entry.is_wasm]
+
+
+def profile_framework_of(profile: ProfileConfig, plugins: Mapping[str, Plugin[NodeT]]) -> Framework[NodeT]:
+    """A Framework of `plugins`, some of the profile's enabled plugins (the extender's wasm ones),
+    each at the points the profile places it with kube-scheduler's rules (multiPoint expansion,
+    per-point enabled and disabled, ``disabled: [{name: "*"}]``), with the profile's score
+    weights; the profile's other plugins are left out. UserError on a mistake."""
+    framework: Framework[NodeT] = Framework(profile.scheduler_name, None)
+    framework.plugins.update(plugins)
+    _place(framework, profile, partial=True)
+    return framework
 
 
 def framework_of(name: str, plugins: Sequence[tuple[Plugin[NodeT], int]]) -> Framework[NodeT]:

@@ -5,7 +5,9 @@ active queue ordered by the profile's QueueSort plugin, a set of unschedulable p
 that go back to the active queue when a cluster event one of their rejecting plugins
 registered for happens (a pod deleted by preemption, an assumed pod forgotten after a
 binding failure), and the nominator (pods that preemption nominated to a node, which
-lower-priority pods must not take the room of). Backoff timers are not modelled: the
+lower-priority pods must not take the room of). A pod is added through its profile's
+PreEnqueue plugins (`PreEnqueuePlugin`, SchedulingGates): one that rejects it keeps
+the pod out of the active queue as gated. Backoff timers are not modelled: the
 simulation has no wall clock, a moved pod is retried at once.
 """
 
@@ -14,11 +16,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
-from wasm_scheduler.adapters.framework.pods import PodInfo
-from wasm_scheduler.framework_api import ActionType, ClusterEvent, Resource
+from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, scheduler_name
+from wasm_scheduler.framework_api import SUCCESS, ActionType, ClusterEvent, Resource, Status
 
 #: What kube-scheduler calls AssignedPodDelete.
 ASSIGNED_POD_DELETE = ClusterEvent(Resource.POD, ActionType.DELETE)
@@ -51,6 +54,25 @@ class _Entry:
         return self.less(self.item, other.item)
 
 
+@runtime_checkable
+class PreEnqueuePlugin(Protocol):
+    """A plugin of kube-scheduler's PreEnqueue point: asked once, when a pod is added to the
+    queue, whether it may enter the active queue (Success) or is held back (gated)."""
+
+    name: str
+
+    def pre_enqueue(self, pod: KubeObject, /) -> Status: ...
+
+
+def run_pre_enqueue(plugins: Iterable[PreEnqueuePlugin], pod: KubeObject) -> Status:
+    """kube's runPreEnqueuePlugins: the first status that is not Success, naming its plugin."""
+    for plugin in plugins:
+        status = plugin.pre_enqueue(pod)
+        if not status.ok:
+            return status.with_plugin(plugin.name)
+    return SUCCESS
+
+
 def event_matches(registered: Iterable[ClusterEvent], event: ClusterEvent) -> bool:
     return any((int(r.resource) == int(event.resource) or int(r.resource) == Resource.WILDCARD)
                and int(r.action) & int(event.action) for r in registered)
@@ -59,16 +81,29 @@ def event_matches(registered: Iterable[ClusterEvent], event: ClusterEvent) -> bo
 class SchedulingQueue:
     """Active and unschedulable pods; safe from any thread."""
 
-    def __init__(self, less: Callable[[QueuedPod, QueuedPod], bool]) -> None:
+    def __init__(self, less: Callable[[QueuedPod, QueuedPod], bool],
+                 pre_enqueue: Mapping[str, Sequence[PreEnqueuePlugin]] | None = None) -> None:
         self._less = less
+        #: Profile (schedulerName) -> its PreEnqueue plugins, in order.
+        self._pre_enqueue = dict(pre_enqueue or {})
         self._active: list[_Entry] = []
         self._unschedulable: dict[str, QueuedPod] = {}
+        #: Pods a PreEnqueue plugin held back; nothing in a simulation lifts their gates.
+        self._gated: dict[str, QueuedPod] = {}
         self._seq = itertools.count()
         self._lock = threading.Lock()
 
-    def add(self, info: PodInfo) -> None:
-        """A new pending pod."""
+    def add(self, info: PodInfo) -> Status:
+        """A new pending pod: into the active queue (Success), or held back as gated when a
+        PreEnqueue plugin of its profile rejects it (that plugin's status is returned)."""
+        plugins = self._pre_enqueue.get(scheduler_name(info.pod))
+        status = run_pre_enqueue(plugins, info.pod) if plugins else SUCCESS
+        if not status.ok:
+            with self._lock:
+                self._gated[info.uid] = QueuedPod(info)
+            return status
         self._push(QueuedPod(info))
+        return SUCCESS
 
     def _push(self, item: QueuedPod) -> None:
         item.timestamp = next(self._seq)

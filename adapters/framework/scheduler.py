@@ -10,7 +10,8 @@ PreBind, Bind, PostBind) to a thread pool and go on with the next pod. Any failu
 after Reserve runs Unreserve and forgets the assumed pod; that frees room, so pods
 waiting for such an event go back to the queue. Preemption victims are evicted here
 (a pending pod of this run that is evicted is recreated, as its controller would).
-The result is one `PodOutcome` per pending pod.
+A pending pod a PreEnqueue plugin holds back (SchedulingGates) is reported as gated
+and never tried. The result is one `PodOutcome` per pending pod.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-import structlog
-
 from wasm_scheduler.adapters.framework.cluster import Cluster
 from wasm_scheduler.adapters.framework.config import SchedulerConfig
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
@@ -31,16 +30,32 @@ from wasm_scheduler.adapters.framework.errors import UserError
 from wasm_scheduler.adapters.framework.framework import Diagnosis, Framework, ScoreTable
 from wasm_scheduler.adapters.framework.handle import SchedulerHandle
 from wasm_scheduler.adapters.framework.plugins import PluginFactory
-from wasm_scheduler.adapters.framework.pods import PodInfo, nominated_node_of, scheduler_name
+from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, nominated_node_of, scheduler_name
 from wasm_scheduler.adapters.framework.profile import build_framework
-from wasm_scheduler.adapters.framework.queue import ASSIGNED_POD_DELETE, QueuedPod, SchedulingQueue, event_matches
-from wasm_scheduler.adapters.framework.results import CycleTrace, PodOutcome, PodStatus, Preemption, SimulationReport
+from wasm_scheduler.adapters.framework.queue import (
+    ASSIGNED_POD_DELETE,
+    PreEnqueuePlugin,
+    QueuedPod,
+    SchedulingQueue,
+    event_matches,
+)
+from wasm_scheduler.adapters.framework.resources import QuantityError, pod_requests
+from wasm_scheduler.adapters.framework.results import (
+    REASON_SEPARATOR,
+    CycleTrace,
+    PodOutcome,
+    PodStatus,
+    Preemption,
+    Shortfall,
+    SimulationReport,
+)
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo, SnapshotView
 from wasm_scheduler.adapters.framework.waiting_pods import WaitingPod
 from wasm_scheduler.framework_api import SUCCESS, ClusterEvent, Code, Status
+from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.compiler import GuestCompiler
 
-log = structlog.get_logger("adapters.framework.scheduler")
+log = get_logger("adapters.framework.scheduler")
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -56,6 +71,35 @@ def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> in
     return max(found, MIN_FEASIBLE_NODES_TO_FIND)
 
 
+INSUFFICIENT = "Insufficient "
+
+
+def trace_shortfalls(trace: CycleTrace, pod: KubeObject, statuses: Mapping[str, Status], view: SnapshotView) -> None:
+    """For --explain: for each resource nodes were rejected as short of ("Insufficient cpu"),
+    the pod's request and the most any of those nodes has free (allocatable less requested)."""
+    try:
+        request = pod_requests(pod).requested
+    except QuantityError:
+        return  # NodeResourcesFit's PreFilter said so already
+    for name, status in statuses.items():
+        if status.ok or not status.reason:
+            continue
+        node = view.get(name)
+        if node is None:
+            continue
+        for reason in status.reason.split(REASON_SEPARATOR):
+            if not reason.startswith(INSUFFICIENT):
+                continue
+            resource = reason[len(INSUFFICIENT):]
+            free = max(node.allocatable.get(resource) - node.requested.get(resource), 0)
+            found = trace.shortfalls.get(resource)
+            if found is None:
+                trace.shortfalls[resource] = Shortfall(request.get(resource), free, 1)
+            else:
+                found.max_free = max(found.max_free, free)
+                found.nodes += 1
+
+
 @dataclass(frozen=True)
 class SchedulerOptions:
     #: Seed of the tie-break between nodes with the same score (kube-scheduler picks at random).
@@ -68,6 +112,12 @@ class SchedulerOptions:
     explain: frozenset[str] = frozenset()
     #: Called after each scheduling attempt with (pods attempted at least once, all pods).
     progress: Callable[[int, int], None] | None = None
+    #: Chooses the node a pod is assumed on: (pod key, the scored nodes, their total
+    #: scores) -> one of those nodes. None: the highest total, ties broken at random
+    #: (seeded), as kube-scheduler does. A replay of a real scheduler's run gives its
+    #: choices here, so each pod is judged on the cluster the real scheduler saw and one
+    #: choice made otherwise does not change every later pod's (tests/e2e/test_fidelity_e2e.py).
+    choose_host: Callable[[str, Sequence[str], Sequence[int]], str] | None = None
 
 
 @dataclass
@@ -94,7 +144,7 @@ class Scheduler:
         self.cluster = cluster
         self.options = options or SchedulerOptions()
         self.snapshot = cluster.snapshot()
-        self.handle = SchedulerHandle(self.snapshot, parallelism=config.parallelism)
+        self.handle = SchedulerHandle(self.snapshot, parallelism=config.parallelism, workloads=cluster.workloads)
         self.handle.set_evictor(self._evict)
         self.compiler = compiler or GuestCompiler()
         self.frameworks: dict[str, Framework[NodeInfo]] = {}
@@ -103,7 +153,7 @@ class Scheduler:
             for profile in config.profiles:
                 self.frameworks[profile.scheduler_name] = build_framework(
                     profile, config, self.handle, self.compiler, registry)
-            self.queue = SchedulingQueue(self._queue_sort())
+            self.queue = SchedulingQueue(self._queue_sort(), self._pre_enqueue_plugins())
             self.registrations = self._registrations()
         except BaseException:
             self.shutdown()
@@ -135,6 +185,17 @@ class Scheduler:
         less: Callable[[QueuedPod, QueuedPod], bool] = plugin.less  # type: ignore[attr-defined]
         return less
 
+    def _pre_enqueue_plugins(self) -> dict[str, list[PreEnqueuePlugin]]:
+        """Profile -> its PreEnqueue plugins (multiPoint's, less ``preEnqueue.disabled``), in order."""
+        found: dict[str, list[PreEnqueuePlugin]] = {}
+        for profile in self.config.profiles:
+            pset = profile.plugins.get("preEnqueue")
+            disabled = pset.disabled if pset is not None else frozenset()
+            found[profile.scheduler_name] = [
+                plugin for plugin in self.frameworks[profile.scheduler_name].plugins.values()
+                if isinstance(plugin, PreEnqueuePlugin) and "*" not in disabled and plugin.name not in disabled]
+        return found
+
     def _registrations(self) -> dict[str, tuple[ClusterEvent, ...]]:
         """Plugin name -> the cluster events that may make a pod it rejected schedulable."""
         events: dict[str, tuple[ClusterEvent, ...]] = {}
@@ -152,6 +213,7 @@ class Scheduler:
         self._ran = True
         started = time.perf_counter()
         ignored = []
+        gated: list[str] = []
         for info in self.cluster.pending:
             if scheduler_name(info.pod) not in self.frameworks:
                 ignored.append(info.key)
@@ -159,14 +221,23 @@ class Scheduler:
             namespace, name = info.key.split("/", 1)
             self._outcomes[info.uid] = PodOutcome(namespace, name, info.uid)
             self._originals[info.uid] = info
+            gate = self.queue.add(info)
+            if not gate.ok:  # kept out of the queue (and the nominator) by a PreEnqueue plugin: never tried
+                gated.append(info.key)
+                outcome = self._outcomes[info.uid]
+                outcome.status = PodStatus.GATED
+                outcome.reason = f"{gate.reason} ({gate.plugin})" if gate.plugin else gate.reason
+                continue
             nominated = nominated_node_of(info.pod)
             if nominated:
                 self.handle.nominator.add(info, nominated)
-            self.queue.add(info)
+        if gated:
+            self.log.info("pods.gated", count=len(gated), pods=gated[:10],
+                          reason="a PreEnqueue plugin holds them back (spec.schedulingGates): they are not scheduled")
         if ignored:
             self.log.warning("pods.ignored", count=len(ignored), pods=ignored[:10],
                              reason="spec.schedulerName names no profile of the configuration")
-        total = len(self._outcomes)
+        total = len(self._outcomes) - len(gated)
         while True:
             item = self.queue.pop()
             if item is not None:
@@ -227,9 +298,13 @@ class Scheduler:
                           trace: CycleTrace | None, events_before: int) -> None:
         info = item.info
         pod = info.pod
+        if trace is not None:
+            trace.num_nodes = len(view)
         if len(view) == 0:
-            self._unschedulable(item, "0/0 nodes are available: no nodes available to schedule pods.", set(),
-                                trace, events_before)
+            message = "0/0 nodes are available: no nodes available to schedule pods."
+            if trace is not None:
+                trace.fit_error = message
+            self._unschedulable(item, message, set(), trace, events_before)
             return
         diagnosis = Diagnosis()
         feasible: list[NodeInfo] = []
@@ -248,6 +323,8 @@ class Scheduler:
                 if trace is not None:
                     trace.node_subset = sorted(subset)
             feasible, statuses, error = self._find_feasible(framework, state, info, nodes, trace)
+            if trace is not None and statuses:
+                trace_shortfalls(trace, pod, statuses, view)
             if not error.ok:
                 self._fail(item, error, {error.plugin}, trace)
                 return
@@ -273,7 +350,7 @@ class Scheduler:
             if not status.ok:
                 self._fail(item, status, {status.plugin}, trace)
                 return
-            selected = self._select_host(table)
+            selected = self._select_host(table, info.key)
             scores = table.of(selected)
         if trace is not None:
             trace.selected = selected
@@ -322,8 +399,15 @@ class Scheduler:
         self._next_start_node_index = (start + processed) % count
         return feasible, rejected, Status()
 
-    def _select_host(self, table: ScoreTable) -> str:
-        """The highest total score; ties broken at random (seeded), by reservoir sampling."""
+    def _select_host(self, table: ScoreTable, pod_key: str) -> str:
+        """The highest total score; ties broken at random (seeded), by reservoir sampling; or
+        the options' `choose_host`."""
+        choose = self.options.choose_host
+        if choose is not None:
+            chosen = choose(pod_key, table.names, table.totals())
+            if chosen not in table.names:
+                raise ValueError(f"choose_host chose {chosen!r} for {pod_key}, not a scored node")
+            return chosen
         best = ""
         best_total = -1
         ties = 0
@@ -351,6 +435,8 @@ class Scheduler:
             if trace is not None:
                 trace.post_filter = str(status) + (f"; nominated node {nominated}" if nominated else "")
         message = diagnosis.message(len(view))
+        if trace is not None:
+            trace.fit_error = message
         if nominated:
             # The victims are gone already: the pod is retried at once (kube-scheduler's
             # in-flight events would move it out of the unschedulable pods the same way).

@@ -4,32 +4,40 @@ This module owns what ``wasm-scheduler simulate`` does between reading its argum
 and printing: find the embedded default inputs in ``examples/``, load and check the
 scheduler configuration and the cluster snapshot, check that every object a wasm
 plugin may be handed encodes to the Kubernetes wire format (so a bad field is the
-user's error naming the object, not a trap in a guest), warn once about pod
-constraints the built-in plugins do not model (`unmodelled_constraints`), run a
-`Scheduler` with one `GuestCompiler`, and always shut it down.
+user's error naming the object, not a trap in a guest), find what of each pending pod
+the built-in plugins do not model (`pod_unmodelled`, the one place that decides it),
+warn once about it for the run and put it on each pod's outcome, run a `Scheduler`
+with one `GuestCompiler`, and always shut it down.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import structlog
 
 import wasm_scheduler.examples
 from wasm_scheduler.actors.kube.codec import KubeCodecError, encode_node, encode_pod
 from wasm_scheduler.adapters.framework.cluster import Cluster, LoadProgress, load_cluster
 from wasm_scheduler.adapters.framework.config import SchedulerConfig, load_config
 from wasm_scheduler.adapters.framework.errors import UserError
+from wasm_scheduler.adapters.framework.framework import Framework
 from wasm_scheduler.adapters.framework.plugins import PluginFactory
-from wasm_scheduler.adapters.framework.pods import KubeObject
-from wasm_scheduler.adapters.framework.results import SimulationReport
+from wasm_scheduler.adapters.framework.plugins.inter_pod_affinity import NAMESPACE_NAME_LABEL, namespace_selector_keys
+from wasm_scheduler.adapters.framework.plugins.pod_topology_spread import (
+    PodTopologySpread,
+    missing_default_spread_owners,
+)
+from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, scheduler_name
+from wasm_scheduler.adapters.framework.results import SimulationReport, Unmodelled
 from wasm_scheduler.adapters.framework.scheduler import Scheduler, SchedulerOptions
+from wasm_scheduler.adapters.framework.snapshot import NodeInfo
+from wasm_scheduler.adapters.framework.workloads import NO_WORKLOADS, Workloads
+from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.compiler import GuestCompiler
 
-log = structlog.get_logger("adapters.framework.simulation")
+log = get_logger("adapters.framework.simulation")
 
 DEFAULT_CONFIG = "scheduler-config.yaml"
 DEFAULT_CLUSTER = "cluster.yaml"
@@ -78,6 +86,22 @@ def load_inputs(config_path: str | Path | None, cluster_path: str | Path | None,
     return config, cluster
 
 
+def find_explained(cluster: Cluster, name: str) -> PodInfo:
+    """The pending pod ``--explain`` names, by ``namespace/name`` or by a name only one namespace
+    has; UserError in one line when there is none, or one in each of several namespaces."""
+    pod = cluster.find_pending(name)
+    if pod is not None:
+        return pod
+    namesakes = [] if "/" in name else [p.key for p in cluster.pending if p.key.split("/", 1)[1] == name]
+    if len(namesakes) > 1:
+        namespaces = [key.split("/", 1)[0] for key in namesakes]
+        raise UserError(f"{cluster.source}: --explain {name}: a pending pod of that name is in each of "
+                        f"{len(namespaces)} namespaces ({', '.join(namespaces)}): give NAMESPACE/NAME, such as "
+                        f"{namesakes[0]}")
+    raise UserError(f"{cluster.source}: --explain {name}: no pending pod of that name "
+                    "(give namespace/name; pods with spec.nodeName are running, not scheduled)")
+
+
 @dataclass
 class UnmodelledConstraints:
     """Constraints of pending pods that no built-in plugin models (the simulation ignores them)."""
@@ -99,66 +123,133 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def pod_constraints_not_modelled(pod: KubeObject) -> list[str]:
-    """The kinds of constraint this pod carries that the built-in plugins do not model.
+#: A pod (anti-)affinity term selects namespaces by labels the snapshot does not have.
+NAMESPACE_LABELS_KIND = "pod (anti-)affinity namespaceSelector on namespace labels"
+#: A PersistentVolumeClaim (or a generic ephemeral volume, which makes one): the volume plugins are not implemented.
+VOLUMES_KIND = "volumes: PersistentVolumeClaim not checked"
+#: An inline volume of a type VolumeRestrictions or NodeVolumeLimits checks on the node.
+INLINE_VOLUMES_KIND = "volumes: inline disk not checked"
+#: spec.resourceClaims: DynamicResources is not implemented.
+RESOURCE_CLAIMS_KIND = "resourceClaims: DynamicResources not checked"
+#: Default topology spreading needs the pod's controller, which the snapshot lacks.
+DEFAULT_SPREAD_KIND = "default topology spread: controller not in the snapshot"
 
-    Those belong to kube-scheduler plugins this simulator does not implement
-    (InterPodAffinity, PodTopologySpread, the volume plugins, NodePorts, SchedulingGates,
-    DynamicResources); a wasm plugin may model them.
+#: The volume plugins of kube-scheduler this simulator does not implement.
+VOLUME_PLUGINS = "VolumeBinding, VolumeZone, VolumeRestrictions and NodeVolumeLimits"
+#: Inline volume types VolumeRestrictions (conflicts on a node) or NodeVolumeLimits
+#: (attachable volumes migrated to CSI) read.
+INLINE_DISK_VOLUMES = ("awsElasticBlockStore", "azureDisk", "azureFile", "cinder", "gcePersistentDisk", "iscsi",
+                       "portworxVolume", "rbd", "vsphereVolume")
+
+
+def pod_unmodelled(pod: KubeObject, workloads: Workloads = NO_WORKLOADS,
+                   default_spread: bool = False) -> list[Unmodelled]:
+    """What this pod's result depends on that the built-in plugins do not model: the one
+    place that decides it, for the run's warning and for each pod's report alike.
+
+    Those belong to kube-scheduler plugins this simulator does not implement (the volume
+    plugins, DynamicResources); a wasm plugin may model them. Pod (anti-)affinity is
+    InterPodAffinity's (built in), but for a ``namespaceSelector`` on namespace labels
+    other than ``kubernetes.io/metadata.name`` (a snapshot has no Namespace objects: see
+    `wasm_scheduler.adapters.framework.plugins.inter_pod_affinity`). topologySpreadConstraints
+    are PodTopologySpread's (built in); with `default_spread` (the pod's profile has default
+    constraints), a pod whose controller the snapshot (`workloads`) lacks is found by
+    `wasm_scheduler.adapters.framework.plugins.pod_topology_spread.missing_default_spread_owners`.
     """
     spec = _mapping(pod.get("spec"))
-    affinity = _mapping(spec.get("affinity"))
     found = []
-    for term in ("podAffinity", "podAntiAffinity"):
-        rules = _mapping(affinity.get(term))
-        for when, label in (("requiredDuringSchedulingIgnoredDuringExecution", "required"),
-                            ("preferredDuringSchedulingIgnoredDuringExecution", "preferred")):
-            if _items(rules.get(when)):
-                found.append(f"{term} ({label})")
-    if _items(spec.get("topologySpreadConstraints")):
-        found.append("topologySpreadConstraints")
-    if any(isinstance(v, Mapping) and (v.get("persistentVolumeClaim") or v.get("ephemeral"))
-           for v in _items(spec.get("volumes"))):
-        found.append("volumes needing binding (persistentVolumeClaim, ephemeral)")
-    containers = [*_items(spec.get("containers")), *_items(spec.get("initContainers"))]
-    if any(isinstance(port, Mapping) and port.get("hostPort")
-           for c in containers if isinstance(c, Mapping) for port in _items(c.get("ports"))):
-        found.append("hostPort")
-    if _items(spec.get("schedulingGates")):
-        found.append("schedulingGates")
-    if _items(spec.get("resourceClaims")):
-        found.append("resourceClaims")
+    namespace_keys = namespace_selector_keys(pod) - {NAMESPACE_NAME_LABEL}
+    if namespace_keys:
+        found.append(Unmodelled(NAMESPACE_LABELS_KIND, (
+            f"a namespaceSelector on {', '.join(sorted(namespace_keys))}: the snapshot has no Namespace objects, "
+            f"so a namespace is taken to carry only {NAMESPACE_NAME_LABEL} and such a selector matches no "
+            "namespace")))
+    volumes = [v for v in _items(spec.get("volumes")) if isinstance(v, Mapping)]
+    claims = [f"{v.get('name')} (persistentVolumeClaim {_mapping(v.get('persistentVolumeClaim')).get('claimName')})"
+              if v.get("persistentVolumeClaim") else f"{v.get('name')} (ephemeral)"
+              for v in volumes if v.get("persistentVolumeClaim") or v.get("ephemeral")]
+    if claims:
+        found.append(Unmodelled(VOLUMES_KIND, (
+            f"volume {', '.join(claims)}: {VOLUME_PLUGINS} are not implemented (a snapshot's "
+            "PersistentVolumes, PersistentVolumeClaims and StorageClasses are not read): the claim's binding, "
+            "zone and access mode and the node's volume limits are not checked")))
+    inline = [f"{v.get('name')} ({kind})" for v in volumes for kind in INLINE_DISK_VOLUMES if v.get(kind)]
+    if inline:
+        found.append(Unmodelled(INLINE_VOLUMES_KIND, (
+            f"volume {', '.join(inline)}: VolumeRestrictions and NodeVolumeLimits are not implemented: conflicts "
+            "with the same disk on a node and the node's volume limits are not checked")))
+    resource_claims = [str(_mapping(c).get("name")) for c in _items(spec.get("resourceClaims"))]
+    if resource_claims:
+        found.append(Unmodelled(RESOURCE_CLAIMS_KIND, (
+            f"claim {', '.join(resource_claims)}: DynamicResources is not implemented: the claims are neither "
+            "allocated nor checked against the node")))
+    if default_spread:
+        owners = missing_default_spread_owners(pod, workloads)
+        if owners:
+            found.append(Unmodelled(DEFAULT_SPREAD_KIND, (
+                f"{', '.join(owners)} is not in the snapshot: PodTopologySpread's default constraints select "
+                "pods by its selector, so the pod is scored as if no controller selected it")))
     return found
 
 
-def unmodelled_constraints(pods: Iterable[KubeObject]) -> UnmodelledConstraints:
-    """How many pods carry each kind of constraint the built-in plugins do not model."""
+def pod_constraints_not_modelled(pod: KubeObject, workloads: Workloads = NO_WORKLOADS,
+                                 default_spread: bool = False) -> list[str]:
+    """The kinds of `pod_unmodelled`."""
+    return [gap.kind for gap in pod_unmodelled(pod, workloads, default_spread)]
+
+
+def default_spread_profiles(frameworks: Mapping[str, Framework[NodeInfo]]) -> frozenset[str]:
+    """The profiles (schedulerName) whose PodTopologySpread has default constraints
+    (``defaultingType: System``, or ``List`` with ``defaultConstraints``)."""
+    return frozenset(name for name, framework in frameworks.items()
+                     if any(isinstance(plugin, PodTopologySpread) and plugin.default_constraints
+                            for plugin in framework.plugins.values()))
+
+
+def find_unmodelled(cluster: Cluster, spread_profiles: Collection[str] = frozenset()) -> dict[str, list[Unmodelled]]:
+    """Pending pod's uid -> `pod_unmodelled` (pods with nothing are left out); a pod whose
+    profile is in `spread_profiles` has default topology spreading."""
+    found = {}
+    for info in cluster.pending:
+        gaps = pod_unmodelled(info.pod, cluster.workloads, scheduler_name(info.pod) in spread_profiles)
+        if gaps:
+            found[info.uid] = gaps
+    return found
+
+
+def unmodelled_constraints(found: Iterable[Sequence[Unmodelled]]) -> UnmodelledConstraints:
+    """How many pods carry each kind, from each pod's `pod_unmodelled`."""
     result = UnmodelledConstraints()
-    for pod in pods:
-        kinds = pod_constraints_not_modelled(pod)
-        if kinds:
+    for gaps in found:
+        if gaps:
             result.pods += 1
-        for kind in kinds:
-            result.kinds[kind] = result.kinds.get(kind, 0) + 1
+        for gap in gaps:
+            result.kinds[gap.kind] = result.kinds.get(gap.kind, 0) + 1
     return result
 
 
-def warn_unmodelled(cluster: Cluster) -> UnmodelledConstraints:
-    """One warning line for the whole run (not one per pod) naming what is ignored and how often."""
-    found = unmodelled_constraints(info.pod for info in cluster.pending)
-    if found:
+def warn_unmodelled(cluster: Cluster, found: Mapping[str, Sequence[Unmodelled]] | None = None) -> UnmodelledConstraints:
+    """One warning line for the whole run (not one per pod) naming what is ignored and how
+    often; `found` is `find_unmodelled`'s answer (computed here without default spreading if None)."""
+    counted = unmodelled_constraints((found if found is not None else find_unmodelled(cluster)).values())
+    if counted:
         log.warning(
-            "pods.constraints_ignored", source=cluster.source, pods=found.pods, kinds=found.kinds,
+            "pods.constraints_ignored", source=cluster.source, pods=counted.pods, kinds=counted.kinds,
             reason="no built-in plugin models these constraints: they are ignored unless a wasm plugin "
-                   "of the configuration handles them")
-    return found
+                   "of the configuration handles them (each pod's `unmodelled` says which)")
+    return counted
 
 
 def simulate(config: SchedulerConfig, cluster: Cluster, *, explain: Iterable[str] = (),
              progress: Callable[[int, int], None] | None = None, compiler: GuestCompiler | None = None,
              registry: Mapping[str, PluginFactory] | None = None, seed: int = 0) -> SimulationReport:
     """Schedule the cluster's pending pods; plugins are stopped whatever happens."""
-    warn_unmodelled(cluster)
     options = SchedulerOptions(seed=seed, explain=frozenset(explain), progress=progress)
     with Scheduler(config, cluster, compiler or GuestCompiler(), registry, options) as scheduler:
-        return scheduler.run()
+        # Warned once the plugins loaded: a guest that does not load is one error line, no warning before it.
+        found = find_unmodelled(cluster, default_spread_profiles(scheduler.frameworks))
+        warn_unmodelled(cluster, found)
+        report = scheduler.run()
+    for outcome in report.pods:
+        outcome.unmodelled = list(found.get(outcome.uid, ()))
+    return report

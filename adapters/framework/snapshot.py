@@ -1,12 +1,14 @@
 """The cluster as the scheduler sees it: nodes, the pods on them, and what they use.
 
 This module owns `NodeInfo` (a node dict with its allocatable resources, its pods and
-what they request: immutable, a change makes a new one), `Snapshot` (the scheduler's
-cache: assume, forget, bind and evict pods, under one lock because binding cycles run
-on worker threads) and `SnapshotView` (the frozen picture one scheduling cycle works
-on, taken at its start, as kube-scheduler's UpdateSnapshot does). Node dicts are
-replaced, never edited, when a node changes (a bound pod's images appear on it), so
-encodings cached by object identity stay valid. Nodes are listed in kube-scheduler's
+what they request, and which of those pods have pod (anti-)affinity: immutable, a change
+makes a new one), `Snapshot` (the scheduler's cache: assume, forget, bind and evict pods,
+under one lock because binding cycles run on worker threads) and `SnapshotView` (the
+frozen picture one scheduling cycle works on, taken at its start, as kube-scheduler's
+UpdateSnapshot does, with its nodes that hold pods with pod (anti-)affinity). Node dicts are
+never edited (binding a pod leaves its node dict as it is: images are only those the
+node's status.images reports, as in kube-scheduler), so encodings cached by object
+identity stay valid. Nodes are listed in kube-scheduler's
 node-tree order: zones interleaved round-robin.
 """
 
@@ -17,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, pod_images, with_changes
+from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, with_changes
 from wasm_scheduler.adapters.framework.resources import ZERO, Resources
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
@@ -37,6 +39,17 @@ def zone_key(node: KubeObject) -> str:
     region = next((labels[k] for k in REGION_LABELS if labels.get(k)), "")
     zone = next((labels[k] for k in ZONE_LABELS if labels.get(k)), "")
     return f"{region}:\x00:{zone}" if region or zone else ""
+
+
+def pod_affinity_kinds(pod: KubeObject) -> tuple[bool, bool]:
+    """(has pod affinity or anti-affinity, has required anti-affinity terms): kube-scheduler's
+    podWithAffinity and podWithRequiredAntiAffinity."""
+    affinity = (pod.get("spec") or {}).get("affinity")
+    if not affinity:
+        return False, False
+    anti = affinity.get("podAntiAffinity")
+    return (affinity.get("podAffinity") is not None or anti is not None,
+            bool(anti and anti.get("requiredDuringSchedulingIgnoredDuringExecution")))
 
 
 def node_tree_order(nodes: Sequence[KubeObject]) -> list[KubeObject]:
@@ -72,6 +85,10 @@ class NodeInfo:
     taints: tuple[Mapping[str, Any], ...] = field(init=False)
     #: spec.unschedulable of `node` (a cordoned node).
     unschedulable: bool = field(init=False)
+    #: (pods with pod affinity or anti-affinity, pods with required anti-affinity), found on
+    #: first use (`pods_with_affinity`): None until then.
+    _affinity_pods: tuple[tuple[PodInfo, ...], tuple[PodInfo, ...]] | None = field(
+        init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         node = self.node
@@ -93,20 +110,53 @@ class NodeInfo:
         return info
 
     def with_pod(self, pod: PodInfo) -> NodeInfo:
-        return NodeInfo(self.node, self.allocatable, (*self.pods, pod),
+        info = NodeInfo(self.node, self.allocatable, (*self.pods, pod),
                         self.requested + pod.requests.requested,
                         self.non_zero_requested + pod.requests.non_zero)
+        cached = self._affinity_pods
+        if cached is not None:  # kept up to date rather than found again
+            with_affinity, required_anti = pod_affinity_kinds(pod.pod)
+            object.__setattr__(info, "_affinity_pods", (
+                (*cached[0], pod) if with_affinity else cached[0], (*cached[1], pod) if required_anti else cached[1]))
+        return info
 
     def without_pod(self, uid: str) -> NodeInfo:
         gone = next((p for p in self.pods if p.uid == uid), None)
         if gone is None:
             return self
-        return NodeInfo(self.node, self.allocatable, tuple(p for p in self.pods if p.uid != uid),
+        info = NodeInfo(self.node, self.allocatable, tuple(p for p in self.pods if p.uid != uid),
                         self.requested - gone.requests.requested,
                         self.non_zero_requested - gone.requests.non_zero)
+        cached = self._affinity_pods
+        if cached is not None:
+            object.__setattr__(info, "_affinity_pods", (tuple(p for p in cached[0] if p is not gone),
+                                                        tuple(p for p in cached[1] if p is not gone)))
+        return info
 
     def with_node(self, node: KubeObject) -> NodeInfo:
-        return NodeInfo(node, self.allocatable, self.pods, self.requested, self.non_zero_requested)
+        info = NodeInfo(node, self.allocatable, self.pods, self.requested, self.non_zero_requested)
+        object.__setattr__(info, "_affinity_pods", self._affinity_pods)
+        return info
+
+    def _pods_by_affinity(self) -> tuple[tuple[PodInfo, ...], tuple[PodInfo, ...]]:
+        cached = self._affinity_pods
+        if cached is None:  # two threads at once find equal tuples
+            kinds = [(pod, *pod_affinity_kinds(pod.pod)) for pod in self.pods]
+            cached = (tuple(p for p, with_affinity, _ in kinds if with_affinity),
+                      tuple(p for p, _, required_anti in kinds if required_anti))
+            object.__setattr__(self, "_affinity_pods", cached)
+        return cached
+
+    @property
+    def pods_with_affinity(self) -> tuple[PodInfo, ...]:
+        """kube-scheduler's NodeInfo.PodsWithAffinity: the pods with pod affinity or
+        anti-affinity (found once per NodeInfo, then carried along by `with_pod`)."""
+        return self._pods_by_affinity()[0]
+
+    @property
+    def pods_with_required_anti_affinity(self) -> tuple[PodInfo, ...]:
+        """kube-scheduler's NodeInfo.PodsWithRequiredAntiAffinity."""
+        return self._pods_by_affinity()[1]
 
     def images(self) -> dict[str, int]:
         """image name -> size in bytes, from the node's status.images."""
@@ -121,18 +171,38 @@ class NodeInfo:
 class SnapshotView:
     """The nodes one scheduling cycle sees; never changes once taken."""
 
-    def __init__(self, nodes: Sequence[NodeInfo], generation: int) -> None:
+    def __init__(self, nodes: Sequence[NodeInfo], generation: int,
+                 affinity_nodes: tuple[tuple[NodeInfo, ...], tuple[NodeInfo, ...]] | None = None) -> None:
+        """`affinity_nodes`: (`nodes_with_pod_affinity`, `nodes_with_required_anti_affinity`)
+        when the caller keeps them (`Snapshot` does); None: found on first use."""
         self.node_infos: tuple[NodeInfo, ...] = tuple(nodes)
         self.generation = generation
         self._by_name = {info.name: info for info in self.node_infos}
         self.node_dicts: tuple[KubeObject, ...] = tuple(info.node for info in self.node_infos)
         self._image_nodes: dict[str, int] | None = None
+        self._affinity_nodes = affinity_nodes
 
     def __len__(self) -> int:
         return len(self.node_infos)
 
     def get(self, name: str) -> NodeInfo | None:
         return self._by_name.get(name)
+
+    def _nodes_by_affinity(self) -> tuple[tuple[NodeInfo, ...], tuple[NodeInfo, ...]]:
+        found = self._affinity_nodes
+        if found is None:  # once per view (a view of the Snapshot is given them)
+            found = (tuple(n for n in self.node_infos if n.pods_with_affinity),
+                     tuple(n for n in self.node_infos if n.pods_with_required_anti_affinity))
+            self._affinity_nodes = found
+        return found
+
+    def nodes_with_pod_affinity(self) -> tuple[NodeInfo, ...]:
+        """kube-scheduler's HavePodsWithAffinityList: nodes holding a pod with pod (anti-)affinity."""
+        return self._nodes_by_affinity()[0]
+
+    def nodes_with_required_anti_affinity(self) -> tuple[NodeInfo, ...]:
+        """kube-scheduler's HavePodsWithRequiredAntiAffinityList."""
+        return self._nodes_by_affinity()[1]
 
     def image_states(self, name: str) -> dict[str, dict[str, int]]:
         info = self._by_name.get(name)
@@ -164,19 +234,16 @@ class Snapshot:
         by_name = {n.name: n for n in nodes}
         self._nodes: dict[str, NodeInfo] = {node_name(n): by_name[node_name(n)] for n in ordered}
         self._pods: dict[str, _PodState] = {}
+        #: The nodes holding pods with pod (anti-)affinity, and with required anti-affinity,
+        #: by name: kept as nodes change, so a view need not look at every node for them.
+        self._with_affinity: dict[str, NodeInfo] = {}
+        self._with_required_anti_affinity: dict[str, NodeInfo] = {}
         for info in self._nodes.values():
             for pod in info.pods:
                 self._pods[pod.uid] = _PodState(pod, info.name, True)
+            self._index_affinity(info)
         self._generation = 0
-        self._view = SnapshotView(tuple(self._nodes.values()), 0)
-        #: Image name -> the largest size any node reports for it: the size given to an
-        #: image a bound pod pulls onto a node that lacks it (built once: nodes gain images
-        #: only by binds, which take their sizes from it).
-        self._image_sizes: dict[str, int] = {}
-        for info in self._nodes.values():
-            for name, size in info.images().items():
-                if size > self._image_sizes.get(name, -1):
-                    self._image_sizes[name] = size
+        self._view = self._new_view()
 
     # --- what a cycle sees -------------------------------------------------------------
 
@@ -189,8 +256,25 @@ class Snapshot:
         """Take the picture the next scheduling cycle works on."""
         with self._lock:
             if self._view.generation != self._generation:
-                self._view = SnapshotView(tuple(self._nodes.values()), self._generation)
+                self._view = self._new_view()
             return self._view
+
+    def _new_view(self) -> SnapshotView:
+        return SnapshotView(tuple(self._nodes.values()), self._generation,
+                            (tuple(self._with_affinity.values()), tuple(self._with_required_anti_affinity.values())))
+
+    def _index_affinity(self, info: NodeInfo) -> None:
+        for index, pods in ((self._with_affinity, info.pods_with_affinity),
+                            (self._with_required_anti_affinity, info.pods_with_required_anti_affinity)):
+            if pods:
+                index[info.name] = info
+            else:
+                index.pop(info.name, None)
+
+    def _put(self, info: NodeInfo) -> None:
+        """Replace the node's NodeInfo (under the lock)."""
+        self._nodes[info.name] = info
+        self._index_affinity(info)
 
     def node_info(self, name: str) -> NodeInfo | None:
         with self._lock:
@@ -213,7 +297,7 @@ class Snapshot:
         with self._lock:
             if pod.uid in self._pods:
                 raise ValueError(f"pod {pod.key} is already in the cache")
-            self._nodes[node] = self._nodes[node].with_pod(assumed)
+            self._put(self._nodes[node].with_pod(assumed))
             self._pods[pod.uid] = _PodState(assumed, node, False)
             self._changed()
         return assumed
@@ -225,7 +309,7 @@ class Snapshot:
             if state is None or state.bound:
                 return False
             del self._pods[uid]
-            self._nodes[state.node] = self._nodes[state.node].without_pod(uid)
+            self._put(self._nodes[state.node].without_pod(uid))
             self._changed()
             return True
 
@@ -239,18 +323,11 @@ class Snapshot:
                 return f"the pod is assumed on node {state.node}, not {node}"
             if state.bound:
                 return ""
+            # Binding changes neither the node's NodeInfo nor its images: as in
+            # kube-scheduler (cache.FinishBinding), a node's images are only what its
+            # status.images reports; a pulled image appears when the kubelet reports it,
+            # which a simulation does not model.
             state.bound = True
-            info = self._nodes[node]
-            images = info.images()
-            missing = [normalized_image(i) for i in pod_images(state.info.pod)]
-            missing = [i for i in dict.fromkeys(missing) if i not in images]
-            if missing:
-                # An image bound here gets a size the index has already (or 0, which it
-                # gives for an unknown name too): the index never needs to learn it.
-                sizes = {name: self._image_sizes.get(name, 0) for name in missing}
-                info = info.with_node(_with_images(info.node, missing, sizes))
-            self._nodes[node] = info
-            self._changed()
             return ""
 
     def evict(self, uid: str) -> tuple[PodInfo, str, bool] | None:
@@ -259,16 +336,7 @@ class Snapshot:
             state = self._pods.pop(uid, None)
             if state is None:
                 return None
-            self._nodes[state.node] = self._nodes[state.node].without_pod(uid)
+            self._put(self._nodes[state.node].without_pod(uid))
             self._changed()
             return state.info, state.node, state.bound
 
-
-def _with_images(node: KubeObject, names: Sequence[str], sizes: Mapping[str, int]) -> dict[str, Any]:
-    """A new node dict whose status.images also lists `names` (pulled by a bound pod)."""
-    status = dict(node.get("status") or {})
-    status["images"] = [*(status.get("images") or ()),
-                        *({"names": [name], "sizeBytes": sizes.get(name, 0)} for name in names)]
-    new = dict(node)
-    new["status"] = status
-    return new
