@@ -12,7 +12,7 @@ progress bar for long runs) or exactly one JSON document.
     wasm-scheduler simulate [--config SCHED.yaml] [--cluster CLUSTER.yaml]
                             [--output table|json] [--explain POD] [--cpus auto|all|LIST]
     wasm-scheduler trace LOGFILE [--pod NAME]
-    wasm-scheduler extender --config SCHED.yaml [--listen 127.0.0.1:8888] [--cluster SNAPSHOT.yaml]
+    wasm-scheduler extender --config SCHED.yaml [--listen 127.0.0.1:8888] [--cluster SNAPSHOT.yaml | --no-watch]
     wasm-scheduler bench [--nodes 500] [--init-pods 500] [--pods 1000] [--rounds 3] [--output table|json]
 
 ``--cpus`` (simulate, extender, bench) places the command's threads: `adapters.cpu_affinity`
@@ -25,12 +25,16 @@ guest is compiled once, not on every run; ``--cache-dir DIR`` chooses the folder
 from __future__ import annotations
 
 import argparse
+import errno
+import logging
 import os
 import signal
 import sys
+import textwrap
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,15 +51,25 @@ from wasm_scheduler.adapters.framework.simulation import (
     DEFAULT_CLUSTER,
     DEFAULT_CONFIG,
     examples_dir,
+    find_explained,
     load_inputs,
     simulate,
 )
 from wasm_scheduler.adapters.logs import FORMATS, LEVELS, LogSink, configure_logging
-from wasm_scheduler.adapters.report import ProgressBar, json_document, render_explain, render_table, write_json
+from wasm_scheduler.adapters.report import (
+    ProgressBar,
+    counted,
+    json_document,
+    render_explain,
+    render_table,
+    write_json,
+)
 from wasm_scheduler.adapters.trace import matching_pods, read_trace, render
 from wasm_scheduler.registry.compiler import GuestCompiler, default_cache_dir
 
 EXIT_OK = 0
+#: The output (stdout) cannot be written: a full disk, say (one line says so); also any unexpected failure.
+EXIT_OUTPUT_ERROR = 1
 EXIT_USER_ERROR = 2
 #: simulate: at least one pod's cycle ended in Error (a guest trapped, a plugin failed).
 EXIT_POD_ERRORS = 3
@@ -69,7 +83,8 @@ EXIT_STATUSES = (f"Exit status: {EXIT_OK} when the command did its job (for simu
                  f"scheduled or found unschedulable); {EXIT_USER_ERROR} for a mistake in the command line or its "
                  f"files, with one line saying which; {EXIT_POD_ERRORS} (simulate) when any pod's cycle ended in "
                  f"Error; {EXIT_INTERRUPTED} when interrupted (SIGINT, SIGTERM); {EXIT_BROKEN_PIPE} when the "
-                 "reader of the output or the log went away; 1 for anything else.")
+                 f"reader of the output or the log went away; {EXIT_OUTPUT_ERROR} when the output cannot be "
+                 "written (a full disk, say) or for anything else.")
 
 
 def _logging_options(parser: argparse.ArgumentParser, top: bool) -> None:
@@ -85,7 +100,7 @@ def _cpus_option(parser: argparse.ArgumentParser, default: str = AUTO) -> None:
     parser.add_argument("--cpus", default=default, metavar="auto|all|LIST",
                         help="CPUs the command's threads run on: auto keeps them on one CPU, where hand-offs "
                              "between threads are cheapest; all leaves it to the system; or a list such as 0 or "
-                             f"0-3 (default: {default}; see docs/performance.md)")
+                             f"0-3 (default: {default}; the performance guide of the documentation says why)")
 
 
 def _cache_options(parser: argparse.ArgumentParser) -> None:
@@ -103,12 +118,33 @@ def cache_dir_of(args: argparse.Namespace) -> Path | None:
     return args.cache_dir if args.cache_dir is not None else default_cache_dir()
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, but a path or an option is never broken at a hyphen (one too long for
+    the line stands alone on it, whole, so it can be copied)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False, break_long_words=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False, break_long_words=False)
+
+
+class _HelpParser(argparse.ArgumentParser):
+    """A subcommand's parser, with the same help layout as the command's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="wasm-scheduler",
+        prog="wasm-scheduler", formatter_class=_HelpFormatter,
         description="Run kube-scheduler plugins compiled to WebAssembly, in Python.", epilog=EXIT_STATUSES)
     _logging_options(parser, top=True)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                     parser_class=_HelpParser)
     sim = commands.add_parser(
         "simulate", help="schedule the pending pods of a cluster snapshot",
         description="Schedule the pending pods of a cluster snapshot with a KubeSchedulerConfiguration whose "
@@ -125,8 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
                           f"without spec.nodeName are scheduled (default: the example {DEFAULT_CLUSTER})")
     sim.add_argument("--output", choices=("table", "json"), default="table", help="default: table")
     sim.add_argument("--explain", metavar="POD",
-                     help="show, for this pending pod (namespace/name, or name), each node's result per filter "
-                          "plugin and score per score plugin")
+                     help="show only why this pending pod (namespace/name, or a name one namespace has) is where "
+                          "it is or pending: the rejected nodes by plugin and reason, the best nodes' scores per "
+                          "plugin, what the simulation does not check (with --output json: the whole document "
+                          "plus an explain key)")
     _cpus_option(sim)
     _cache_options(sim)
     sim.add_argument("--seed", type=int, default=0, help="seed of the tie-break between equal scores (default: 0)")
@@ -148,14 +186,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     ext = commands.add_parser(
         "extender", help="serve the wasm plugins to a real kube-scheduler (HTTP extender API)",
-        description="Serve the wasm plugins of a KubeSchedulerConfiguration at /filter, /prioritize, /bind and "
-                    "/preempt, for kube-scheduler's `extenders:` (see examples/extender-scheduler-config.yaml). "
-                    "Runs until SIGINT or SIGTERM.")
+        description="Serve the wasm plugins each profile of a KubeSchedulerConfiguration enables, to that "
+                    "profile's pods, at /filter, /prioritize, /bind and /preempt (or the paths --filter-verb ... "
+                    "name: kube-scheduler's filterVerb ...), for kube-scheduler's `extenders:` (see "
+                    f"{examples_dir() / 'extender-scheduler-config.yaml'}). Runs until SIGINT or SIGTERM.")
     ext.add_argument("--config", type=Path, required=True, metavar="SCHED.yaml",
                      help="KubeSchedulerConfiguration whose pluginConfig names the wasm guests")
     ext.add_argument("--listen", default="127.0.0.1:8888", metavar="HOST:PORT", help="default: 127.0.0.1:8888")
     ext.add_argument("--cluster", type=Path, metavar="SNAPSHOT.yaml",
-                     help="nodes (and pods) for node-cache-capable mode; reloaded when the file changes")
+                     help="nodes (and pods) for node-cache-capable mode from this file, reloaded when it changes; "
+                          "without it they are listed and watched from the API server when credentials are found")
+    ext.add_argument("--no-watch", action="store_true",
+                     help="without --cluster, do not watch nodes and pods (node-cache-capable requests then find "
+                          "no node)")
+    ext.add_argument("--sync-timeout", type=float, default=60.0, metavar="SECONDS",
+                     help="at start, wait this long for the first list of the watched nodes and pods, then serve "
+                          "anyway with a warning (default: 60; 0: do not wait)")
     ext.add_argument("--bind-timeout", type=float, default=30.0, metavar="SECONDS",
                      help="reclaim a pod's instance when its bind has not come after filter or prioritize "
                           "(default: 30)")
@@ -163,11 +209,20 @@ def build_parser() -> argparse.ArgumentParser:
                      help="how often the --cluster snapshot file is checked for changes (default: 2)")
     ext.add_argument("--no-bind", action="store_true",
                      help="kube-scheduler binds (no bindVerb): instances stay in the scheduling slot")
-    ext.add_argument("--kubeconfig", default="", help="credentials to create Bindings (default: in-cluster)")
-    ext.add_argument("--api-server", default="", metavar="URL", help="API server URL to create Bindings at")
+    ext.add_argument("--kubeconfig", default="",
+                     help="credentials to create Bindings and watch nodes and pods (default: in-cluster, "
+                          "$KUBECONFIG, ~/.kube/config)")
+    ext.add_argument("--api-server", default="", metavar="URL",
+                     help="API server URL to create Bindings at and watch nodes and pods from")
     ext.add_argument("--read-timeout", type=float, default=30.0, metavar="SECONDS",
-                     help="drop a connection whose next request has not fully arrived in this time, idle keep-alive "
-                          "time included (default: 30)")
+                     help="drop a connection whose request has not fully arrived this long after its connect, or "
+                          "after its first byte on a kept-alive connection (default: 30)")
+    ext.add_argument("--idle-timeout", type=float, default=120.0, metavar="SECONDS",
+                     help="close a kept-alive connection idle this long between requests; keep it above the client's "
+                          "own (90 for kube-scheduler's Go client) (default: 120)")
+    for verb in ("filter", "prioritize", "bind", "preempt"):
+        ext.add_argument(f"--{verb}-verb", default=verb, metavar="PATH",
+                         help=f"the path of {verb} under the urlPrefix: kube-scheduler's {verb}Verb (default: {verb})")
     ext.add_argument("--max-connections", type=int, default=256, metavar="N",
                      help="connections served at once; more get 503 and are closed (default: 256)")
     ext.add_argument("--drain-seconds", type=float, default=10.0, metavar="SECONDS",
@@ -177,7 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--client-ca", type=Path, metavar="FILE",
                      help="require client certificates signed by these PEM CA certificates (mutual TLS)")
     ext.add_argument("--token-file", type=Path, metavar="FILE",
-                     help="require 'Authorization: Bearer <token>' on every verb; the token is this file's content")
+                     help="require 'Authorization: Bearer <token>' on every verb; the token is this file's content. "
+                          "kube-scheduler cannot send one: this is for clients in front of the extender (a proxy "
+                          "that adds it); the reliability guide of the documentation says more")
     # A server runs for long: the system may spread it (and its neighbours) as load moves;
     # `--cpus auto` or a list pins it where the operator decides.
     _cpus_option(ext, default=ALL)
@@ -189,7 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
         "bench", help="measure default plugins, native, wasm and extender NodeNumber side by side",
         description="Schedule a scheduler_perf-like workload (500Nodes) with the default plugins, NodeNumber as a "
                     "native plugin, as a wasm plugin and behind the HTTP extender, alternating; report throughput, "
-                    "extension point latencies, micro-figures and the performance targets (docs/performance.md).")
+                    "extension point latencies, micro-figures and the performance targets (the performance "
+                    "guide of the documentation explains each figure).")
     bench.add_argument("--nodes", type=int, default=500, help="nodes (default: 500)")
     bench.add_argument("--init-pods", type=int, default=500, help="pods already bound to the nodes (default: 500)")
     bench.add_argument("--pods", type=int, default=1000, help="measured pods to schedule (default: 1000)")
@@ -244,35 +302,40 @@ class ClusterLoadStatus:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    loading = ClusterLoadStatus(Console(file=sys.stderr, highlight=False), enabled=sys.stderr.isatty(),
+    # Until the inputs are checked and the plugins started (the first pod is scheduled), log
+    # lines wait: a mistake found meanwhile is then one line, with no warning before it.
+    sink: LogSink = args.log_sink
+    sink.hold()
+    loading = ClusterLoadStatus(CommandConsole(file=sys.stderr, highlight=False), enabled=sys.stderr.isatty(),
                                 summary=LEVELS.index(args.log_level) > LEVELS.index("info"))
     try:
         config, cluster = load_inputs(args.config, args.cluster, progress=loading)
     finally:
         loading.stop()
-    explain_key = None
-    if args.explain:
-        pod = cluster.find_pending(args.explain)
-        if pod is None:
-            raise UserError(f"{cluster.source}: --explain {args.explain}: no pending pod of that name "
-                            "(give namespace/name; pods with spec.nodeName are running, not scheduled)")
-        explain_key = pod.key
-    console = Console(file=sys.stdout, highlight=False)
+    explain_key = find_explained(cluster, args.explain).key if args.explain else None
+    console = CommandConsole(file=sys.stdout, highlight=False)
     table = args.output == "table"
     compiler = GuestCompiler(cache_dir=cache_dir_of(args))
     try:
-        with ProgressBar(console) as progress:
+        with ProgressBar(console) as bar:
+            def progress(done: int, total: int) -> None:
+                sink.release()
+                if table:
+                    bar(done, total)
+
             report = simulate(config, cluster, explain=[explain_key] if explain_key else (),
-                              progress=progress if table else None, seed=args.seed, compiler=compiler)
+                              progress=progress, seed=args.seed, compiler=compiler)
     finally:
         compiler.close()
+    sink.release()
     explained = report.outcome(explain_key) if explain_key else None
-    if table:
-        render_table(report, console)
-        if explained is not None:
-            render_explain(explained, console)
-    else:
-        write_json(json_document(report, explained), sys.stdout)
+    with writing_output():
+        if table and explained is not None:
+            render_explain(explained, console)  # the explanation alone: the pod's row is its first line
+        elif table:
+            render_table(report, console)
+        else:
+            write_json(json_document(report, explained), sys.stdout)
     return EXIT_POD_ERRORS if report.count(PodStatus.ERROR) else EXIT_OK
 
 
@@ -303,28 +366,33 @@ def run_trace(args: argparse.Namespace) -> int:
         seen = [pod.pod for pod in trace.pods.values()]
         more = f" (first {_PODS_SHOWN} of {len(seen)})" if len(seen) > _PODS_SHOWN else ""
         raise UserError(f"no pod named {args.pod} in {source}; pods seen: {', '.join(seen[:_PODS_SHOWN])}{more}")
-    for line in render(trace, args.pod):
-        print(line)
+    with writing_output():
+        for line in render(trace, args.pod):
+            print(line)
     problems = {uid: found for uid, found in trace.problems.items() if uid in selected}
     if trace.skipped_lines:
-        print(f"({trace.skipped_lines} line(s) were not JSON and were skipped)", file=sys.stderr)
+        lines_were = "line was" if trace.skipped_lines == 1 else "lines were"
+        print(f"({trace.skipped_lines} {lines_were} not JSON and skipped)", file=sys.stderr)
     if problems:
-        print(f"{len(problems)} pod(s) had a cycle served by more than one instance", file=sys.stderr)
+        print(f"{counted(len(problems), 'pod')} had a cycle served by more than one instance", file=sys.stderr)
         return 1
     return 0
 
 
 def run_extender(args: argparse.Namespace) -> int:
     from wasm_scheduler.adapters.extender.command import ExtenderOptions, serve
+    from wasm_scheduler.adapters.extender.server import Verbs
 
-    if args.bind_timeout <= 0:
-        raise UserError(f"--bind-timeout {args.bind_timeout}: must be positive")
+    # Every time option is checked (finite, in range) by ExtenderOptions.limits().
+    verbs = Verbs(args.filter_verb, args.prioritize_verb, args.bind_verb, args.preempt_verb)
     return serve(ExtenderOptions(args.config, args.listen, args.cluster, args.bind_timeout, not args.no_bind,
                                  args.kubeconfig, args.api_server, read_timeout_s=args.read_timeout,
                                  max_connections=args.max_connections, drain_s=args.drain_seconds,
-                                 snapshot_poll_s=args.snapshot_poll,
+                                 snapshot_poll_s=args.snapshot_poll, watch=not args.no_watch,
+                                 sync_timeout_s=args.sync_timeout,
                                  tls_cert=args.tls_cert, tls_key=args.tls_key, client_ca=args.client_ca,
-                                 token_file=args.token_file, cache_dir=cache_dir_of(args)))
+                                 token_file=args.token_file, cache_dir=cache_dir_of(args),
+                                 idle_timeout_s=args.idle_timeout, verbs=verbs))
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -334,7 +402,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
     if args.nodes < 1 or args.init_pods < 0 or args.pods < 1 or args.rounds < 1:
         raise UserError("bench: --nodes, --pods and --rounds must be positive, --init-pods not negative")
-    status = Console(file=sys.stderr, highlight=False)
+    status = CommandConsole(file=sys.stderr, highlight=False)
     compiler = GuestCompiler(cache_dir=cache_dir_of(args), fast_calls=not args.public_api)
     try:
         document = bench(Workload(args.nodes, args.init_pods, args.pods), args.rounds,
@@ -342,10 +410,12 @@ def run_bench(args: argparse.Namespace) -> int:
                          compiler=compiler, fast_calls=not args.public_api, cpus=getattr(args, "cpus_used", "all"))
     finally:
         compiler.close()
-    if args.output == "json":
-        write_json(document, sys.stdout)
-    else:
-        render_bench(document, Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 120))
+    with writing_output():
+        if args.output == "json":
+            write_json(document, sys.stdout)
+        else:
+            render_bench(document, CommandConsole(file=sys.stdout, highlight=False,
+                                                 width=None if sys.stdout.isatty() else 120))
     return 0
 
 
@@ -357,6 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     command = _Command.start()
     sink = configure_logging(args.log_level, args.log_format, on_broken_pipe=command.interrupt)
+    args.log_sink = sink
     previous = _terminate_on_sigterm()
     pinning = None
     try:
@@ -366,8 +437,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.run(args)
         return code
     except UserError as exc:
+        sink.release(drop_from=logging.WARNING)  # the mistake is the one line that matters
         _say(f"error: {exc}")
         return EXIT_USER_ERROR
+    except OutputError as exc:
+        return _output_failed(str(exc))
     except BrokenPipeError:  # stdout's reader went away (stderr's never raises: see LogSink)
         return _quiet_exit_on_broken_pipe(sink)
     except KeyboardInterrupt:
@@ -376,12 +450,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say("interrupted")
         return EXIT_INTERRUPTED
     finally:
+        sink.release()
         # Whatever happened (a bug included), nothing the command started outlives it.
         command.finish()
         if pinning is not None:
             pinning.restore()  # the caller's threads (a test, an embedding program) run where they did
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+class OutputError(Exception):
+    """stdout could not be written (not its reader going away: that is BrokenPipeError)."""
+
+
+class CommandConsole(Console):
+    """rich's Console for what a command writes (its output, a status line on stderr). When
+    the reader goes away rich's own exits with status 1 (SystemExit); this one raises
+    BrokenPipeError, which `main` turns into the quiet exit status 141 like every other write."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
+@contextmanager
+def writing_output() -> Iterator[None]:
+    """Write the command's output (flushed at the end): a failed write other than a broken
+    pipe (a full disk) is an `OutputError` naming the problem, not a traceback."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(exc.strerror or str(exc)) from None
 
 
 @dataclass
@@ -434,6 +535,12 @@ class _Command:
         for thread in threading.enumerate():
             if thread not in self.threads and not thread.daemon and thread is not threading.current_thread():
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+def _output_failed(problem: str) -> int:
+    _say(f"error: cannot write the output to stdout: {problem}")
+    _point_at_devnull(sys.stdout)  # what it still holds must not fail again at exit
+    return EXIT_OUTPUT_ERROR
 
 
 def _say(line: str) -> None:

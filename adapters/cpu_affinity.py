@@ -29,11 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import structlog
-
 from wasm_scheduler.adapters.framework.errors import UserError
+from wasm_scheduler.logger import get_logger
 
-log = structlog.get_logger("adapters.cpu_affinity")
+log = get_logger("adapters.cpu_affinity")
 
 #: The values --cpus takes besides a list of CPUs.
 AUTO = "auto"

@@ -11,6 +11,10 @@ When the reader of stderr goes away (``wasm-scheduler ... 2>&1 | head``), the si
 every later line instead of raising in whichever thread logged (an actor's thread would
 otherwise die mid-message), and calls the ``on_broken_pipe`` callback once so the
 command can stop and exit.
+
+While a command checks its inputs it may `LogSink.hold` the lines: they are written, in
+order, when it releases them, and a mistake found meanwhile releases them without the
+warnings, so the user's mistake is one line (``error: ...``) with no warning before it.
 """
 
 from __future__ import annotations
@@ -40,22 +44,59 @@ class LogSink:
     on_broken_pipe: Callable[[], None] | None = None
     broken: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: (level, line) of the lines held back (`hold`), None when lines are written at once.
+    _held: list[tuple[int, str]] | None = field(default=None, repr=False)
 
-    def write_line(self, line: str) -> None:
+    def write_line(self, line: str, level: int = logging.INFO) -> None:
         if self.broken:
             return
-        notify = False
         with self._lock:  # one line at a time from every thread
-            if self.broken:
+            if self._held is not None:
+                self._held.append((level, line))
                 return
-            try:
-                stream = sys.stderr
-                stream.write(line + "\n")
-                stream.flush()
-            except BrokenPipeError:
-                self.broken = notify = True
+            notify = self._write(line)
         if notify and self.on_broken_pipe is not None:
             self.on_broken_pipe()
+
+    def _write(self, line: str) -> bool:
+        """Write one line (the lock held); True when this write found the reader gone."""
+        if self.broken:
+            return False
+        try:
+            stream = sys.stderr
+            stream.write(line + "\n")
+            stream.flush()
+        except BrokenPipeError:
+            self.broken = True
+            return True
+        return False
+
+    def hold(self) -> None:
+        """Keep every later line back until `release`."""
+        with self._lock:
+            if self._held is None:
+                self._held = []
+
+    def release(self, drop_from: int | None = None) -> None:
+        """Write the held lines in order, but those at level `drop_from` or above, and
+        write lines at once again. Nothing happens when nothing is held."""
+        if self._held is None:
+            return
+        notify = False
+        with self._lock:
+            held, self._held = self._held or [], None
+            for level, line in held:
+                if drop_from is None or level < drop_from:
+                    notify = self._write(line) or notify
+        if notify and self.on_broken_pipe is not None:
+            self.on_broken_pipe()
+
+
+def _writes_at(level: int) -> Callable[[_SinkLogger, str], None]:
+    def write(self: _SinkLogger, message: str) -> None:
+        self._sink.write_line(message, level)
+
+    return write
 
 
 class _SinkLogger:
@@ -64,10 +105,11 @@ class _SinkLogger:
     def __init__(self, sink: LogSink) -> None:
         self._sink = sink
 
-    def msg(self, message: str) -> None:
-        self._sink.write_line(message)
-
-    log = debug = info = warn = warning = err = error = critical = exception = fatal = failure = msg
+    debug = _writes_at(logging.DEBUG)
+    msg = log = info = _writes_at(logging.INFO)
+    warn = warning = _writes_at(logging.WARNING)
+    err = error = exception = failure = _writes_at(logging.ERROR)
+    critical = fatal = _writes_at(logging.CRITICAL)
 
 
 class _SinkLoggerFactory:
@@ -91,7 +133,7 @@ class _SinkHandler(logging.Handler):
         except Exception:  # a record that cannot be formatted: report it as logging does
             self.handleError(record)
             return
-        self._sink.write_line(line)
+        self._sink.write_line(line, record.levelno)
 
 
 def configure_logging(level: str = "warning", fmt: str = "console",

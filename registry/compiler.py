@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import os
 import platform
+import re
 import sys
 import tempfile
 import threading
@@ -31,15 +32,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import structlog
 import wasmtime
 
+from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError
 from wasm_scheduler.registry.source import GuestSource
 from wasm_scheduler.registry.validation import GuestShape, validate
 
-log = structlog.get_logger("registry")
+log = get_logger("registry")
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,7 @@ class GuestCompiler:
             module = self._modules.get(digest)
             origin = "memory"
             if module is None:
-                module, origin = self._compile(guest, digest, data)
+                module, origin = self._compile(guest, digest, data, url)
                 self._modules[digest] = module
         shape = validate(guest, module)
         elapsed = (time.perf_counter() - started) * 1000
@@ -165,14 +166,14 @@ class GuestCompiler:
         self.ensure_ticking()
         return CompiledGuest(name, url, digest, self.engine, module, self, shape, origin, elapsed)
 
-    def _compile(self, guest: str, digest: str, data: bytes) -> tuple[wasmtime.Module, str]:
+    def _compile(self, guest: str, digest: str, data: bytes, url: str = "") -> tuple[wasmtime.Module, str]:
         artifact = self._artifact_path(digest)
         if artifact is not None:
             cached = self._read_artifact(artifact)
             if cached is not None:
                 return cached, "disk"
         if not data.startswith(b"\0asm"):
-            data = _wat_to_wasm(guest, data)
+            data = _wat_to_wasm(guest, data, url)
         try:
             module = wasmtime.Module(self.engine, data)
         except wasmtime.WasmtimeError as exc:
@@ -276,8 +277,13 @@ def _wasmtime_version() -> str:
         return "unknown"
 
 
-def _wat_to_wasm(guest: str, data: bytes) -> bytes:
-    """A guest given as WebAssembly text (handy for tests and examples), compiled to binary."""
+#: Where wat2wasm's error text places a syntax error: `` --> <anon>:4:3``.
+_WAT_LOCATION = re.compile(r"-->\s*\S*?:(\d+):(\d+)")
+
+
+def _wat_to_wasm(guest: str, data: bytes, url: str = "") -> bytes:
+    """A guest given as WebAssembly text (handy for tests and examples), compiled to binary.
+    A syntax error names the file, line and column (``x.wat:4:3: expected ...``)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -287,7 +293,10 @@ def _wat_to_wasm(guest: str, data: bytes) -> bytes:
     try:
         return bytes(wasmtime.wat2wasm(text))
     except wasmtime.WasmtimeError as exc:
-        raise GuestLoadError(guest, f"invalid WebAssembly text: {_first_line(exc)}") from None
+        found = _WAT_LOCATION.search(str(exc))
+        line, column = (found.group(1), found.group(2)) if found else ("", "")
+        where = "" if not found else f"{url}:{line}:{column}: " if url else f"line {line}, column {column}: "
+        raise GuestLoadError(guest, f"invalid WebAssembly text: {where}{_first_line(exc)}") from None
 
 
 def _first_line(exc: BaseException) -> str:

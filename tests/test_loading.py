@@ -577,13 +577,15 @@ CONFIG_ERRORS: dict[str, tuple[object, str]] = {
                                      "args.pool.maxInstances must be a whole number, got 1.5"),
     "pool.idleSeconds a string": ({"guestURL": "x.wasm", "pool": {"idleSeconds": "60"}},
                                   "args.pool.idleSeconds must be a non-negative number, got '60'"),
-    "unknown field": ({"guestURL": "x.wasm", "guestUrl": "y.wasm"}, "unknown args field(s) guestUrl"),
+    "unknown field": ({"guestURL": "x.wasm", "guestUrl": "y.wasm"},
+                      "unknown args field 'guestUrl' (did you mean guestURL?)"),
     "limits not a mapping": ({"guestURL": "x.wasm", "limits": []}, "args.limits must be a mapping"),
     "limits.callTimeoutMs zero": ({"guestURL": "x.wasm", "limits": {"callTimeoutMs": 0}},
                                   "args.limits.callTimeoutMs must be a positive whole number, got 0"),
     "limits.memoryLimitMiB fractional": ({"guestURL": "x.wasm", "limits": {"memoryLimitMiB": 1.5}},
                                          "args.limits.memoryLimitMiB must be a positive whole number"),
-    "unknown limits field": ({"guestURL": "x.wasm", "limits": {"cpu": 1}}, "unknown args.limits field(s) cpu"),
+    "unknown limits field": ({"guestURL": "x.wasm", "limits": {"cpu": 1}},
+                             "unknown args.limits field 'cpu'; known: callTimeoutMs"),
 }
 
 

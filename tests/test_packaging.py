@@ -67,6 +67,13 @@ def test_the_embedded_default_is_package_data(wheel: Wheel) -> None:
         assert packed == (wheel.source / "examples" / name).read_bytes(), name
 
 
+def test_the_license_is_in_the_wheel(wheel: Wheel) -> None:
+    licenses = [name for name in wheel.names
+                if name.startswith(f"{wheel.dist_info}/") and name.rsplit("/", 1)[-1] == "LICENSE"]
+    assert len(licenses) == 1, wheel.names
+    assert wheel.files[licenses[0]] == (wheel.source / "LICENSE").read_bytes()
+
+
 def test_the_package_is_marked_typed(wheel: Wheel) -> None:
     assert "wasm_scheduler/py.typed" in wheel.names
 

@@ -487,15 +487,26 @@ def wasm_logs() -> Iterator[list[MutableMapping[str, Any]]]:
     ``severity``), its stdout and stderr ``guest.output`` events (``stream``, ``line``).
     Every level is captured, debug included, whatever level logging is configured to; a
     logger bound before the fixture started (a plugin loaded by an earlier fixture)
-    keeps its configured level."""
+    keeps where and at which level it was configured to log. Afterwards structlog is as
+    it was: unconfigured again if it was (so the package writes nothing to stdout)."""
     import structlog
     from structlog.testing import capture_logs
 
+    from wasm_scheduler.logger import to_standard_logging
+
+    configured = structlog.is_configured()
     wrapper_class = structlog.get_config()["wrapper_class"]
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(0))
     try:
         with capture_logs() as events:
             yield events
     finally:
-        structlog.configure(wrapper_class=wrapper_class)
+        if configured:
+            structlog.configure(wrapper_class=wrapper_class)
+        else:
+            # Loggers bound meanwhile (a plugin's, stopped after this fixture) share this list of
+            # processors: their lines go where the package's go while structlog is unconfigured.
+            processors = structlog.get_config()["processors"]
+            processors[:] = [to_standard_logging]
+            structlog.reset_defaults()  # a new list for the defaults: this one stays with those loggers
 
