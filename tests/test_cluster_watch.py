@@ -58,6 +58,12 @@ from wasm_scheduler.registry.compiler import GuestCompiler
 FAST = BackoffPolicy(initial_s=0.01, max_s=0.05)
 
 
+def go_bool(value: str) -> bool:
+    """A query flag as kube-apiserver reads it (Go's strconv.ParseBool): the client sends
+    `true` from kubernetes 30 on and `True` before."""
+    return value in ("1", "t", "T", "TRUE", "true", "True")
+
+
 def eventually(check: Callable[[], bool], timeout_s: float = 5.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
@@ -505,7 +511,7 @@ class FakeApiServer:
                 resource = {"/api/v1/nodes": "nodes", "/api/v1/pods": "pods"}.get(url.path)
                 if resource is None:
                     self._json(404, {"kind": "Status", "code": 404, "message": "not found"})
-                elif query.get("watch") == "true":
+                elif go_bool(query.get("watch", "")):
                     self._watch(resource)
                 elif resource in server.list_status:
                     code = server.list_status[resource]
@@ -598,13 +604,13 @@ def test_kube_list_watch_pages_raw_json_and_streams_split_lines(apiserver: FakeA
         pod_list = [q for q in apiserver.queries("/api/v1/pods") if "watch" not in q][0]
         assert pod_list["fieldSelector"] == PODS.field_selector
         eventually(lambda: "n9" in watch.nodes, what="the streamed event")
-        watches = [q for q in apiserver.queries("/api/v1/nodes") if q.get("watch") == "true"]
+        watches = [q for q in apiserver.queries("/api/v1/nodes") if go_bool(q.get("watch", ""))]
         first = watches[0]
-        assert first["resourceVersion"] == "100" and first["allowWatchBookmarks"] == "true"
+        assert first["resourceVersion"] == "100" and go_bool(first["allowWatchBookmarks"])
         assert 30 <= int(first["timeoutSeconds"]) <= 60
         # The stream ended after the bookmark: the next watch starts from its version.
         eventually(lambda: len([q for q in apiserver.queries("/api/v1/nodes") if q.get("watch")]) >= 2)
-        second = [q for q in apiserver.queries("/api/v1/nodes") if q.get("watch") == "true"][1]
+        second = [q for q in apiserver.queries("/api/v1/nodes") if go_bool(q.get("watch", ""))][1]
         assert second["resourceVersion"] == "105"
         assert watch.restarts == 0
     finally:
