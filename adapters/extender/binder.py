@@ -14,6 +14,7 @@ naming the option that asked for the API.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -113,10 +114,42 @@ class KubernetesBinder:
             if status >= 300:
                 return f"API server answered {status} to the binding of {namespace}/{name}"
         except Exception as exc:  # the client raises ApiException, urllib3 and socket errors alike
-            log.warning("bind.api_failed", pod=f"{namespace}/{name}", node=node, error=str(exc))
-            return f"binding {namespace}/{name} to {node} failed: {str(exc).splitlines()[0] if str(exc) else exc}"
+            error = binding_failure(exc, namespace, name, node)
+            log.warning("bind.api_failed", pod=f"{namespace}/{name}", node=node, error=error)
+            return error
         log.info("bind.api_created", pod=f"{namespace}/{name}", pod_uid=uid, node=node)
         return ""
+
+
+def binding_failure(exc: BaseException, namespace: str, name: str, node: str) -> str:
+    """One line for a failed Binding POST: an error answer of the API server by its status and the
+    message of its Status body, a 403 said as the missing RBAC permission (the extender's credentials,
+    its ServiceAccount in a cluster, may not create ``pods/binding``); any other failure (connection
+    refused, a timeout) by its first line."""
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and status > 0:  # an ApiException: the server answered
+        message = api_message(exc)
+        if status == 403:
+            return (f"forbidden: the extender's credentials (its ServiceAccount in a cluster) may not create "
+                    f"pods/binding (RBAC: grant the verb create on pods/binding): binding {namespace}/{name} to "
+                    f"{node}: {message}")
+        return f"binding {namespace}/{name} to {node} failed: the API server answered {status}: {message}"
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"binding {namespace}/{name} to {node} failed: {clip(first, 300)}"
+
+
+def api_message(exc: BaseException) -> str:
+    """The ``message`` of an ApiException's Status body, else its reason, on one line."""
+    body = getattr(exc, "body", None)
+    try:
+        decoded = json.loads(body) if isinstance(body, str | bytes) else None
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict) and isinstance(decoded.get("message"), str) and decoded["message"]:
+        text = decoded["message"]
+    else:
+        text = str(getattr(exc, "reason", "") or type(exc).__name__)
+    return clip(" ".join(text.split()), 300)
 
 
 def find_kubeconfig(environ: Mapping[str, str], home: Path) -> Path | None:
