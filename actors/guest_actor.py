@@ -120,6 +120,8 @@ class InstanceBroken:
 
     instance_id: str
     reason: str
+    #: The instance broke by trapping in a guest call (counted as a trap, `PoolCounts.trapped`).
+    trapped: bool = False
 
 
 class GuestActor(MailboxActor):
@@ -240,17 +242,17 @@ class GuestActor(MailboxActor):
                 duration_ms=round((time.perf_counter() - started) * 1000, 3),
             )
         if inst.broken and not was_broken:
-            self._report_broken(inst.broken)
+            self._report_broken(inst.broken, inst.trapped)
         return result
 
     def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
         """The actor is dying of an unhandled error: tell the supervisor so the pool recovers."""
         self._report_broken(f"actor failed: {exception_value!r}")
 
-    def _report_broken(self, reason: str) -> None:
+    def _report_broken(self, reason: str, trapped: bool = False) -> None:
         self.health.broken = self.health.broken or reason
         if self.supervisor is not None:
-            self.supervisor.tell(InstanceBroken(self.instance_id, reason))
+            self.supervisor.tell(InstanceBroken(self.instance_id, reason, trapped))
 
 
 def _unavailable(point: str, args: tuple[Any, ...], plugin: str, why: str) -> Any:

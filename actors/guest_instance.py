@@ -95,6 +95,9 @@ class GuestInstance:
         self.instance_id = instance_id
         self.exports = guest.exports
         self.broken: str = ""
+        #: Set with `broken` when a call trapped (`call.trapped`), not for other breakage: the
+        #: supervisor counts traps (`PoolCounts.trapped`).
+        self.trapped = False
         #: "scheduling" or "binding": set by the owning actor for each message, for logs.
         self.phase = "scheduling"
         self.calls = 0
@@ -241,6 +244,7 @@ class GuestInstance:
             detail = f"host error (error id {error_id})"
         reason = f"wasm plugin {self.plugin}: trap in {export}: {detail}{self._output_suffix()}"
         self.broken = reason
+        self.trapped = True
         self._funcs = {}
         self.log.warning("call.trapped", extension_point=export, phase=self.phase, trap=reason)
         return Status(Code.ERROR, reason, self.plugin)

@@ -157,6 +157,10 @@ class PoolCounts:
     started: int
     discarded: int
     reaped: int
+    #: Of the discarded, those whose guest call trapped (`call.trapped`).
+    trapped: int = 0
+    #: Cycles (and loans) refused because `pool.maxInstances` were busy (`pool.exhausted`).
+    exhausted: int = 0
 
     @property
     def live(self) -> int:
@@ -194,6 +198,8 @@ class SupervisorActor(MailboxActor):
         self._started = 0
         self._discarded = 0
         self._reaped = 0
+        self._trapped = 0
+        self._exhausted = 0
         self._reap_timer: threading.Timer | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -348,6 +354,7 @@ class SupervisorActor(MailboxActor):
             return
         assigned.health.broken = assigned.health.broken or msg.reason
         self._discarded += 1
+        self._trapped += msg.trapped
         self._idle.pop(instance_id, None)
         self._lent.discard(instance_id)
         self.assignments.discard(instance_id)
@@ -380,6 +387,8 @@ class SupervisorActor(MailboxActor):
             self._started,
             self._discarded,
             self._reaped,
+            self._trapped,
+            self._exhausted,
         )
 
     def _placement(self, _msg: GetPlacement) -> dict[str, str]:
@@ -436,6 +445,7 @@ class SupervisorActor(MailboxActor):
 
     def _pool_exhausted(self) -> Lost:
         limit = self.config.pool.max_instances
+        self._exhausted += 1
         self.log.warning("pool.exhausted", max_instances=limit)
         return Lost(
             f"wasm plugin {self.config.name}: all {limit} instances are busy "

@@ -13,7 +13,8 @@ progress bar for long runs) or exactly one JSON document.
                             [--output table|json] [--explain POD] [--cpus auto|all|LIST]
     wasm-scheduler trace LOGFILE [--pod NAME]
     wasm-scheduler extender --config SCHED.yaml [--listen 127.0.0.1:8888] [--cluster SNAPSHOT.yaml | --no-watch]
-    wasm-scheduler bench [--nodes 500] [--init-pods 500] [--pods 1000] [--rounds 3] [--output table|json]
+    wasm-scheduler bench [--nodes 500] [--init-pods 500] [--pods 1000] [--rounds 3] [--compare-metrics]
+                         [--output table|json]
 
 ``--cpus`` (simulate, extender, bench) places the command's threads: `adapters.cpu_affinity`
 (default ``auto`` for the two that run and end, ``all`` for the long-running extender).
@@ -223,8 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
     for verb in ("filter", "prioritize", "bind", "preempt"):
         ext.add_argument(f"--{verb}-verb", default=verb, metavar="PATH",
                          help=f"the path of {verb} under the urlPrefix: kube-scheduler's {verb}Verb (default: {verb})")
-    ext.add_argument("--max-connections", type=int, default=256, metavar="N",
-                     help="connections served at once; more get 503 and are closed (default: 256)")
+    ext.add_argument("--max-connections", type=int, default=4096, metavar="N",
+                     help="connections served at once; more get 503 and are closed (default: 4096)")
+    ext.add_argument("--workers", type=int, default=32, metavar="N",
+                     help="threads that run the verbs at once (binds of many pods run in parallel); more requests "
+                          "wait for one (default: 32)")
     ext.add_argument("--drain-seconds", type=float, default=10.0, metavar="SECONDS",
                      help="on SIGTERM/SIGINT, how long requests in flight may take to finish (default: 10)")
     ext.add_argument("--tls-cert", type=Path, metavar="FILE", help="serve HTTPS with this PEM certificate (chain)")
@@ -235,6 +239,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="require 'Authorization: Bearer <token>' on every verb; the token is this file's content. "
                           "kube-scheduler cannot send one: this is for clients in front of the extender (a proxy "
                           "that adds it); the reliability guide of the documentation says more")
+    ext.add_argument("--no-metrics", action="store_true",
+                     help="serve no /metrics and time nothing for it (its cost is in `wasm-scheduler bench`)")
+    ext.add_argument("--ready-max-view-age", type=float, default=120.0, metavar="SECONDS",
+                     help="/readyz answers 503 once the watch of nodes and pods has failed this long with no answer "
+                          "from the API server (default: 120)")
     # A server runs for long: the system may spread it (and its neighbours) as load moves;
     # `--cpus auto` or a list pins it where the operator decides.
     _cpus_option(ext, default=ALL)
@@ -253,6 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--pods", type=int, default=1000, help="measured pods to schedule (default: 1000)")
     bench.add_argument("--rounds", type=int, default=3, help="rounds of every variant; the best counts (default: 3)")
     bench.add_argument("--output", choices=("table", "json"), default="table", help="default: table")
+    bench.add_argument("--compare-metrics", action="store_true",
+                       help="also run both extender variants behind an extender started with --no-metrics: the "
+                            "metrics' cost, row beside row")
     bench.add_argument("--public-api", action="store_true",
                        help="call guests through wasmtime-py's public API instead of the fast path (a comparison)")
     _cpus_option(bench)
@@ -324,7 +336,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                     bar(done, total)
 
             report = simulate(config, cluster, explain=[explain_key] if explain_key else (),
-                              progress=progress, seed=args.seed, compiler=compiler)
+                              progress=progress, seed=args.seed, compiler=compiler, metrics=not table)
     finally:
         compiler.close()
     sink.release()
@@ -387,12 +399,14 @@ def run_extender(args: argparse.Namespace) -> int:
     verbs = Verbs(args.filter_verb, args.prioritize_verb, args.bind_verb, args.preempt_verb)
     return serve(ExtenderOptions(args.config, args.listen, args.cluster, args.bind_timeout, not args.no_bind,
                                  args.kubeconfig, args.api_server, read_timeout_s=args.read_timeout,
-                                 max_connections=args.max_connections, drain_s=args.drain_seconds,
+                                 max_connections=args.max_connections, workers=args.workers,
+                                 drain_s=args.drain_seconds,
                                  snapshot_poll_s=args.snapshot_poll, watch=not args.no_watch,
                                  sync_timeout_s=args.sync_timeout,
                                  tls_cert=args.tls_cert, tls_key=args.tls_key, client_ca=args.client_ca,
                                  token_file=args.token_file, cache_dir=cache_dir_of(args),
-                                 idle_timeout_s=args.idle_timeout, verbs=verbs))
+                                 idle_timeout_s=args.idle_timeout, verbs=verbs, metrics=not args.no_metrics,
+                                 ready_max_view_age_s=args.ready_max_view_age))
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -407,7 +421,8 @@ def run_bench(args: argparse.Namespace) -> int:
     try:
         document = bench(Workload(args.nodes, args.init_pods, args.pods), args.rounds,
                          progress=lambda done, total, what: status.print(f"bench [{done}/{total}] {what}"),
-                         compiler=compiler, fast_calls=not args.public_api, cpus=getattr(args, "cpus_used", "all"))
+                         compiler=compiler, fast_calls=not args.public_api, cpus=getattr(args, "cpus_used", "all"),
+                         compare_metrics=args.compare_metrics)
     finally:
         compiler.close()
     with writing_output():

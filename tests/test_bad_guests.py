@@ -387,8 +387,8 @@ def test_one_actor_trapping_leaves_the_other_working(
         assert (info_b.instance_id, info_b.calls, info_b.broken, info_b.load_failed) == (
             "probe-b", 3, "", False)
         assert word(inst_a, CALLS) == 1 and word(inst_b, CALLS) == 3
-        # the supervisor heard once, about a only
-        assert supervisor.ask("told?", timeout=5) == [InstanceBroken("probe-a", reason)]
+        # the supervisor heard once, about a only, that it trapped (the trap counter's source)
+        assert supervisor.ask("told?", timeout=5) == [InstanceBroken("probe-a", reason, trapped=True)]
         # b still works after all that; so does the host
         Script().returns(0, -5).load(inst_b)
         assert b.ask(Invoke("score", (POD, ["node-1"], handle)), timeout=5) == ScoreResult(

@@ -2,15 +2,18 @@
 
 A stub service stands in for `ExtenderService` (answers at once, blocks on demand, or
 fails like a bug would), so each test checks one property of the server: the listen
-backlog, the read deadline, the connection cap, request framing, nesting, HEAD, 500
-bodies, stderr, TLS and client certificates, the bearer token and the drain. The last
-test runs the real `extender` command with a slow guest and sends it SIGTERM mid-request.
+backlog, the read deadline, the connection cap, request framing (aiohttp's parser: a 4xx,
+never a 500 or a hang), nesting, HEAD, 500 bodies, stderr, TLS and client certificates,
+the bearer token, the drain, silent-connection floods (plain and TLS), slow clients, the
+verbs' thread pool and extra GET routes. One test runs the real `extender` command with
+a slow guest and sends it SIGTERM mid-request.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import re
 import shutil
 import signal
 import socket
@@ -238,18 +241,33 @@ def _request(headers: str, body: bytes = b"") -> bytes:
     return f"POST /filter HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode() + body
 
 
-@pytest.mark.parametrize(("raw", "status", "fragment"), [
-    (_request("Content-Length: -1\r\n"), 400, b"bad Content-Length"),
-    (_request("Content-Length: 1e3\r\n"), 400, b"bad Content-Length"),
-    (_request("Content-Length: \xb2\r\n"), 400, b"bad Content-Length"),
-    (_request("Content-Length: 5\r\nContent-Length: 6\r\n", b"{}    "), 400, b"bad Content-Length"),
-    (_request("Transfer-Encoding: chunked\r\n", b"2\r\n{}\r\n0\r\n\r\n"), 411, b"Content-Length"),
-], ids=["negative", "not-a-number", "unicode-digit", "two-lengths", "chunked"])
-def test_bad_framing_is_a_clear_4xx_and_the_connection_closes(serve, raw: bytes, status: int,
-                                                              fragment: bytes) -> None:
-    answer = exchange(serve(), raw)
-    assert answer.startswith(f"HTTP/1.1 {status} ".encode()) and fragment in answer
-    assert answer.count(b"HTTP/1.1 ") == 1 and b"Connection: close" in answer
+@pytest.mark.parametrize(("raw", "fragment"), [
+    (_request("Content-Length: -1\r\n"), b"Content-Length"),
+    (_request("Content-Length: 1e3\r\n"), b"Content-Length"),
+    (_request("Content-Length: \xb2\r\n"), b"Content-Length"),
+    (_request("Content-Length: 5\r\nContent-Length: 6\r\n", b"{}    "), b"Duplicate Content-Length"),
+    (b"GARBAGE /filter HTTP/1.1\r\nHost: x\r\n\r\n", b"method"),
+    (b"POST /filter HTTP/1.1\r\nHost: x\r\nX-Long: " + b"a" * 70_000 + b"\r\n\r\n", b""),
+], ids=["negative", "not-a-number", "unicode-digit", "two-lengths", "bad-method", "huge-header"])
+def test_bad_framing_is_a_400_and_the_connection_closes(serve, raw: bytes, fragment: bytes) -> None:
+    # aiohttp's own answer (its HTTP parser refuses the request): a 400, then the connection closes
+    # (`exchange` reads until it does); never a 500, never a hang.
+    server = serve()
+    answer = exchange(server, raw)
+    assert re.match(rb"HTTP/1\.[01] 400 ", answer) and fragment in answer, answer[:300]
+    assert len(re.findall(rb"HTTP/1\.[01] \d{3} ", answer)) == 1
+    assert post(server, "filter", FILTER_BODY)[0] == 200
+
+
+def test_a_chunked_body_is_read_and_held_to_the_body_limit(serve) -> None:
+    server = serve(max_body=1000)
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(FILTER_BODY), FILTER_BODY)
+    answer = exchange(server, _request("Transfer-Encoding: chunked\r\nConnection: close\r\n", chunked))
+    assert answer.startswith(b"HTTP/1.1 200 ") and b'"NodeNames":["a","b"]' in answer
+    big = b"[" + b"1," * 1000 + b"1]"
+    chunked = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (big[:1500], big[1500:])) + b"0\r\n\r\n"
+    answer = exchange(server, _request("Transfer-Encoding: chunked\r\n", chunked))
+    assert answer.startswith(b"HTTP/1.1 413 ") and b"over the limit of 1000" in answer
 
 
 def test_content_length_with_transfer_encoding_is_refused_and_nothing_is_smuggled(serve) -> None:
@@ -257,17 +275,36 @@ def test_content_length_with_transfer_encoding_is_refused_and_nothing_is_smuggle
     body = b"0\r\n\r\n" + smuggled
     raw = _request(f"Content-Length: {len(body)}\r\nTransfer-Encoding: chunked\r\n", body)
     answer = exchange(serve(), raw)
-    assert answer.startswith(b"HTTP/1.1 400 ") and b"both Content-Length and Transfer-Encoding" in answer
-    assert answer.count(b"HTTP/1.1 ") == 1  # the request hidden in the body was never served
+    assert re.match(rb"HTTP/1\.[01] 400 ", answer)
+    assert b"Transfer-Encoding can't be present with Content-Length" in answer
+    assert len(re.findall(rb"HTTP/1\.[01] \d{3} ", answer)) == 1  # the request hidden in the body was never served
 
 
-def test_a_body_shorter_than_its_content_length_is_400(serve) -> None:
-    server = serve()
+def test_a_body_cut_short_by_the_clients_close_gets_no_answer_and_no_hang(serve) -> None:
+    server = serve(read_timeout_s=0.5)
     with connect(server) as sock:
         sock.sendall(_request("Content-Length: 50\r\n", b"{}"))
-        sock.shutdown(socket.SHUT_WR)
+        sock.shutdown(socket.SHUT_WR)  # the rest of the body never comes: closed at the read deadline
+        assert read_to_end(sock) == b""
+    assert wait_for(lambda: server.open_connections == 0)
+    assert post(server, "filter", FILTER_BODY)[0] == 200
+
+
+def test_a_request_whole_before_the_clients_close_is_answered(serve) -> None:
+    server = serve()
+    with connect(server) as sock:
+        sock.sendall(_request(f"Content-Length: {len(FILTER_BODY)}\r\n", FILTER_BODY))
+        sock.shutdown(socket.SHUT_WR)  # a half-close (`nc -N`): the answer still comes
         answer = read_to_end(sock)
-    assert answer.startswith(b"HTTP/1.1 400 ") and b"ended after 2 of 50 bytes" in answer
+    assert answer.startswith(b"HTTP/1.1 200 ") and b'"NodeNames":["a","b"]' in answer
+
+
+def test_a_body_over_the_limit_is_413_before_it_is_read(serve) -> None:
+    server = serve(max_body=1000)
+    with connect(server) as sock:
+        sock.sendall(_request("Content-Length: 100000000\r\n", b"{"))
+        answer = read_to_end(sock)
+    assert answer.startswith(b"HTTP/1.1 413 ") and b"over the limit of 1000" in answer
 
 
 # 5. nesting -----------------------------------------------------------------------------
@@ -318,17 +355,35 @@ def test_a_500_body_has_no_exception_text_and_its_error_id_is_logged(serve) -> N
     assert len(logged) == 1 and logged[0]["error_id"] == error_id and len(error_id) == 12
 
 
-def test_an_exception_escaping_a_connection_is_logged_not_printed(serve, capfd, monkeypatch) -> None:
+def test_a_bug_in_a_get_route_is_a_500_with_an_error_id_only(serve, capfd, monkeypatch) -> None:
+    from wasm_scheduler.adapters.extender import server as server_module
+
+    async def broken(self: Any, path: str) -> Any:
+        raise ValueError("a bug in /etc/secret/handler.py")
+
+    monkeypatch.setattr(server_module.ExtenderServer, "_get", broken)
+    server = serve()
+    with structlog.testing.capture_logs() as logs:
+        answer = exchange(server, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 500 ") and b"secret" not in answer and b"ValueError" not in answer
+    failed = [entry for entry in logs if entry["event"] == "extender.internal_error"]
+    assert len(failed) == 1 and isinstance(failed[0]["exc_info"], ValueError)
+    assert failed[0]["error_id"].encode() in answer
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_an_exception_escaping_to_the_http_library_is_logged_not_printed(serve, capfd, monkeypatch) -> None:
     from wasm_scheduler.adapters.extender import server as server_module
 
     def broken(self: Any) -> None:
-        raise ValueError("a bug in the handler")
+        raise ValueError("a bug in /etc/secret/connection.py")
 
-    monkeypatch.setattr(server_module._Handler, "do_GET", broken)
+    monkeypatch.setattr(server_module._Connection, "request_started", broken)
     server = serve()
     with structlog.testing.capture_logs() as logs:
-        assert exchange(server, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") == b""
+        answer = exchange(server, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         assert wait_for(lambda: server.open_connections == 0)
+    assert answer.startswith(b"HTTP/1.1 500 ") and b"secret" not in answer and b"ValueError" not in answer
     failed = [entry for entry in logs if entry["event"] == "extender.connection_failed"]
     assert len(failed) == 1 and isinstance(failed[0]["exc_info"], ValueError)
     assert "Traceback" not in capfd.readouterr().err
@@ -528,3 +583,131 @@ def test_the_command_reports_a_missing_certificate_in_one_line(tmp_path: Path, c
                  "--tls-cert", str(tmp_path / "missing-cert.pem"), "--tls-key", str(tmp_path / "missing-key.pem")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith("error: --tls-cert") and "missing-cert.pem" in err and "\n" not in err
+
+
+# 11. one event loop: silent floods, slow clients, the verbs' thread pool, extra routes --------
+
+
+def _flood(server: ExtenderServer, count: int) -> list[socket.socket]:
+    """`count` TCP connections that send nothing (with TLS: not even a ClientHello)."""
+    return [connect(server) for _ in range(count)]
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_silent_connections_do_not_keep_a_real_request_waiting(serve, certs, tls: bool) -> None:
+    security = ServerSecurity(tls=tls_context(certs["cert"], certs["key"])) if tls else None
+    server = serve(security=security)  # the default read timeout (30 s): the flood outlives the test
+    context = _client_context(certs, False) if tls else None
+    flood = _flood(server, 300)
+    try:
+        if not tls:  # with TLS they are still in their handshake: not connections of the server yet
+            assert wait_for(lambda: server.open_connections == 300)
+        started = time.monotonic()
+        status, answer = post(server, "filter", FILTER_BODY, context=context)
+        assert status == 200 and answer["NodeNames"] == ["a", "b"]
+        assert time.monotonic() - started < 10
+    finally:
+        for sock in flood:
+            sock.close()
+
+
+def test_a_client_sending_its_headers_byte_by_byte_is_cut_off_while_others_are_served(serve) -> None:
+    server = serve(read_timeout_s=1.0)
+    slow = connect(server)
+    closed = threading.Event()
+
+    def trickle() -> None:
+        try:
+            for byte in b"POST /filter HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"y" * 200:
+                slow.sendall(bytes([byte]))
+                time.sleep(0.1)  # 200 bytes at 0.1 s would take 20 s: far past the 1 s deadline
+        except OSError:
+            closed.set()
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        for _ in range(5):  # meanwhile, others are answered
+            assert post(server, "filter", FILTER_BODY)[0] == 200
+        assert closed.wait(10)
+    finally:
+        slow.close()
+        thread.join(10)
+
+
+def test_binds_run_in_parallel_on_the_pool_and_a_request_beyond_it_waits(serve) -> None:
+    server = serve(workers=2)
+    service = stub(server)
+    entered: list[int] = []
+    lock = threading.Lock()
+    original = service.bind
+
+    def bind(args: protocol.BindingArgs) -> dict[str, Any]:
+        with lock:
+            entered.append(1)
+        return original(args)
+
+    service.bind = bind  # type: ignore[method-assign]
+    results: list[tuple[int, dict[str, Any]]] = []
+    threads = [threading.Thread(target=lambda: results.append(post(server, "bind", BIND_BODY))) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        assert wait_for(lambda: len(entered) == 2)  # two at once on two workers
+        time.sleep(0.3)
+        assert len(entered) == 2 and not results  # the third waits for a worker: no 503
+        with urllib.request.urlopen(f"{server.url}/healthz", timeout=10) as response:  # not behind the pool
+            assert response.status == 200
+    finally:
+        service.release.set()
+        for thread in threads:
+            thread.join(20)
+    assert results == [(200, {"Error": ""})] * 3 and len(entered) == 3
+
+
+def test_an_answer_the_client_does_not_read_is_dropped_after_the_read_timeout(serve) -> None:
+    server = serve(read_timeout_s=0.5)
+    names = [f"node-{i:07d}" for i in range(200_000)]  # an answer of ~3 MB
+    body = json.dumps({"Pod": POD, "NodeNames": names}).encode()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        sock.settimeout(10)
+        sock.connect(server.server_address[:2])
+        sock.sendall(_request(f"Content-Length: {len(body)}\r\n", body))
+        assert wait_for(lambda: server.open_connections == 0)  # the client never reads: dropped
+    finally:
+        sock.close()
+    assert post(server, "filter", FILTER_BODY)[0] == 200
+
+
+def test_extra_get_routes_answer_beside_the_verbs(serve) -> None:
+    calls: list[str] = []
+
+    def metrics() -> tuple[int, bytes, str]:
+        calls.append(threading.current_thread().name)
+        return 200, b"# HELP up\nup 1\n", "text/plain; version=0.0.4; charset=utf-8"
+
+    service = StubService()
+    server = ExtenderServer(("127.0.0.1", 0), service, limits=ServerLimits(drain_s=1),  # type: ignore[arg-type]
+                            extra_routes={"/metrics": metrics,
+                                          "/readyz": lambda: (503, b'{"ready":false}', "application/json")})
+    server.start_background()
+    try:
+        with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as response:
+            assert response.read() == b"# HELP up\nup 1\n"
+            assert response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        assert calls and calls[0] != "extender-http"  # off the event loop
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(f"{server.url}/readyz", timeout=10)
+        assert caught.value.code == 503  # an extra route takes the place of the built-in probe
+        host, port = server.server_address[:2]
+        connection = http.client.HTTPConnection(host, port, timeout=10)
+        connection.request("HEAD", "/metrics")
+        response = connection.getresponse()
+        assert response.status == 200 and response.read() == b""
+        connection.close()
+        with urllib.request.urlopen(f"{server.url}/livez", timeout=10) as response:
+            assert response.status == 200
+    finally:
+        server.stop()

@@ -47,7 +47,8 @@ def test_the_default_run_reports_every_pending_pod(default_run, example_cluster)
         assert p["status"] in STATUSES
         assert (p["node"] is not None) == (p["status"] == "Scheduled")
     summary = default_run["summary"]
-    assert set(summary) == {"scheduled", "unschedulable", "errors", "gated", "seconds"}
+    assert set(summary) == {"scheduled", "unschedulable", "errors", "gated", "seconds", "metrics"}
+    assert set(summary["metrics"]) == {"NodeNumber"} and summary["metrics"]["NodeNumber"]["traps"] == 0
     assert summary["scheduled"] + summary["unschedulable"] + summary["errors"] + summary["gated"] == len(pending)
     assert summary["errors"] == 0 and summary["scheduled"] >= 40
 

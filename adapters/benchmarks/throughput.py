@@ -15,6 +15,11 @@ alternating round by round so a slow moment of the machine hits every variant al
 - ``extender-names``: the same with ``nodeCacheCapable: true``, node names only: the
   cheapest configuration a plugin that needs only names can pick.
 
+Both extender variants serve /metrics, as `wasm-scheduler extender` does by default (each
+request and guest call timed for it). With ``compare_metrics`` (``bench --compare-metrics``)
+two more rows run the same behind a second extender started with ``--no-metrics``
+(``extender-no-metrics``, ``extender-names-no-metrics``): the metrics' cost, side by side.
+
 Only the measured pods are timed (`Scheduler.run`: the scheduling loop until the last
 binding cycle ends; loading plugins and starting instances are not in it). Each
 variant's throughput is its best round. Every plugin call is timed through the
@@ -35,7 +40,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -60,11 +65,15 @@ from wasm_scheduler.framework_api import CYCLE_LABELS, SCHEDULING_LABELS
 from wasm_scheduler.registry.compiler import GuestCompiler
 
 VARIANTS: tuple[str, ...] = ("baseline", "native", "wasm", "extender", "extender-names")
+#: The variants `compare_metrics` adds: the extender variant each repeats with --no-metrics.
+METRICS_OFF: Mapping[str, str] = {"extender-no-metrics": "extender", "extender-names-no-metrics": "extender-names"}
 #: The plugin each variant adds to the default profile (none for baseline).
 CUSTOM_PLUGIN = {"baseline": "", "native": "NodeNumber", "wasm": "NodeNumber", "extender": ExtenderClient.NAME,
-                 "extender-names": ExtenderClient.NAME}
+                 "extender-names": ExtenderClient.NAME, "extender-no-metrics": ExtenderClient.NAME,
+                 "extender-names-no-metrics": ExtenderClient.NAME}
 #: Extender variant -> its ``nodeCacheCapable``.
-NODE_CACHE_CAPABLE = {"extender": False, "extender-names": True}
+NODE_CACHE_CAPABLE = {"extender": False, "extender-names": True, "extender-no-metrics": False,
+                      "extender-names-no-metrics": True}
 #: Points of the scheduling cycle: the scheduling loop waits for them (binding cycles run beside it).
 SCHEDULING_POINTS = SCHEDULING_LABELS
 #: Extension points in kube-scheduler's order, for the report.
@@ -83,7 +92,7 @@ def guest_path() -> Path:
 
 def variant_config(variant: str, extender_url: str = "") -> SchedulerConfig:
     """The default profile plus the variant's NodeNumber (weight 1)."""
-    if variant not in VARIANTS:
+    if variant not in CUSTOM_PLUGIN:
         raise ValueError(f"unknown variant {variant!r}")
     profile: dict[str, Any] = {"schedulerName": "default-scheduler"}
     custom = CUSTOM_PLUGIN[variant]
@@ -182,8 +191,9 @@ def run_round(variant: str, cluster: Cluster, compiler: GuestCompiler, extender_
 
 
 @contextmanager
-def loopback_extender(workload: Workload, compiler: GuestCompiler) -> Iterator[str]:
-    """The NodeNumber guest behind `wasm-scheduler extender --no-bind`, in this process; its URL."""
+def loopback_extender(workload: Workload, compiler: GuestCompiler, metrics: bool = True) -> Iterator[str]:
+    """The NodeNumber guest behind `wasm-scheduler extender --no-bind` (and --no-metrics unless
+    `metrics`), in this process; its URL."""
     from wasm_scheduler.adapters.extender.command import ExtenderOptions, RunningExtender
 
     with tempfile.TemporaryDirectory(prefix="wasm-scheduler-bench-") as tmp:
@@ -197,7 +207,8 @@ def loopback_extender(workload: Workload, compiler: GuestCompiler) -> Iterator[s
         }]}))
         node_objects = [obj for obj in objects(workload) if obj["kind"] == "Node"]
         nodes.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": node_objects}))
-        running = RunningExtender(ExtenderOptions(config, "127.0.0.1:0", nodes, expect_bind=False), compiler)
+        running = RunningExtender(ExtenderOptions(config, "127.0.0.1:0", nodes, expect_bind=False, metrics=metrics),
+                                  compiler)
         try:
             running.server.start_background()
             yield running.server.url
@@ -275,7 +286,7 @@ def throughput_figures(results: Mapping[str, Sequence[Round]]) -> dict[str, Any]
     added: dict[str, float] = {}
     own: dict[str, float] = {}
     own_cpu: dict[str, float] = {}
-    for variant in VARIANTS[1:]:
+    for variant in [v for v in results if v != "baseline"]:
         rounds = results[variant]
         own[variant] = statistics.median(r.custom_scheduling_seconds / max(r.scheduled, 1) for r in rounds) * 1e6
         own_cpu[variant] = statistics.median(
@@ -297,6 +308,8 @@ def throughput_figures(results: Mapping[str, Sequence[Round]]) -> dict[str, Any]
             "extender/native": all(r.placements == reference for r in results["extender"]),
             "extender-names/native": all(r.placements == reference for r in results["extender-names"]),
             "rounds/native": all(r.placements == reference for r in results["native"]),
+            **{f"{v}/native": all(r.placements == reference for r in results[v]) for v in METRICS_OFF
+               if v in results},
         },
         "all_scheduled": {v: all(r.scheduled == r.pods for r in rounds) for v, rounds in results.items()},
     }
@@ -310,7 +323,7 @@ def throughput_figures(results: Mapping[str, Sequence[Round]]) -> dict[str, Any]
         # what several runs can be pooled from.
         "added_us_per_pod_rounds": {v: [round(_us_per_pod(r) - _us_per_pod(b), 1)
                                         for r, b in zip(results[v], results["baseline"], strict=False)]
-                                    for v in VARIANTS[1:]},
+                                    for v in results if v != "baseline"},
         "plugin_us_per_pod": {v: round(us, 1) for v, us in own.items()},
         "plugin_cpu_us_per_pod": {v: round(us, 1) for v, us in own_cpu.items()},
         "ratios": ratios,
@@ -350,18 +363,20 @@ def call_overhead(compiler: GuestCompiler, runs: int = 3) -> dict[str, Any]:
 
 def run_bench(workload: Workload, rounds: int = 3, progress: Progress | None = None,
               compiler: GuestCompiler | None = None, seed: int = 0, fast_calls: bool = True,
-              cpus: str = "all") -> dict[str, Any]:
+              cpus: str = "all", compare_metrics: bool = False) -> dict[str, Any]:
     """Every figure of `wasm-scheduler bench`, as one JSON-ready document.
 
     `fast_calls=False` runs the guests through wasmtime-py's public API (the call path
     before `actors.fast_call`), for a before/after comparison of that path alone. `cpus`
     is only recorded: the command places its threads (`adapters.cpu_affinity`) before
-    this runs, the same for every variant."""
+    this runs, the same for every variant. `compare_metrics` adds the extender variants
+    without metrics (`METRICS_OFF`)."""
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
     own_compiler = compiler is None
     compiler = compiler or GuestCompiler(fast_calls=fast_calls)
-    total = rounds * len(VARIANTS) + 4
+    variants = VARIANTS + (tuple(METRICS_OFF) if compare_metrics else ())
+    total = rounds * len(variants) + 4
     done = 0
 
     def step(what: str) -> None:
@@ -373,17 +388,21 @@ def run_bench(workload: Workload, rounds: int = 3, progress: Progress | None = N
     started = time.perf_counter()
     try:
         cluster = cluster_from_objects(documents(workload), "<bench workload>")
-        results: dict[str, list[Round]] = {v: [] for v in VARIANTS}
-        with loopback_extender(workload, compiler) as url:
+        results: dict[str, list[Round]] = {v: [] for v in variants}
+        with ExitStack() as stack:
+            url = stack.enter_context(loopback_extender(workload, compiler))
+            url_off = stack.enter_context(loopback_extender(workload, compiler, metrics=False)) if compare_metrics \
+                else ""
             for index in range(rounds):
-                for variant in VARIANTS:
-                    rnd = run_round(variant, cluster, compiler, url, seed)
+                for variant in variants:
+                    rnd = run_round(variant, cluster, compiler, url_off if variant in METRICS_OFF else url, seed)
                     results[variant].append(rnd)
                     step(f"round {index + 1}/{rounds} {variant}: {rnd.pods_per_second:.1f} pods/s")
         doc: dict[str, Any] = {
             "workload": {"nodes": workload.nodes, "init_pods": workload.init_pods, "pods": workload.pods,
                          "rounds": rounds, "percentage_of_nodes_to_score": "default (kube-scheduler's adaptive)",
-                         "call_path": "fast" if compiler.fast_calls else "public API", "cpus_used": cpus},
+                         "call_path": "fast" if compiler.fast_calls else "public API", "cpus_used": cpus,
+                         "extender_metrics": "on and off" if compare_metrics else "on"},
             "machine": _machine(),
         }
         doc.update(throughput_figures(results))
@@ -434,7 +453,7 @@ def render_table(doc: Mapping[str, Any], console: Console) -> None:
     for column in ("variant", "pods/s", "us per pod", "added us/pod", "plugin us/pod", "plugin CPU us/pod",
                    "rounds (pods/s)"):
         table.add_column(column, justify="left" if column == "variant" else "right")
-    for variant in VARIANTS:
+    for variant in doc["throughput"]:
         table.add_row(variant, _fmt(doc["throughput"][variant]), _fmt(doc["time_per_pod_us"][variant]),
                       _fmt(doc["added_us_per_pod"].get(variant)), _fmt(doc["plugin_us_per_pod"].get(variant)),
                       _fmt(doc["plugin_cpu_us_per_pod"].get(variant)),
@@ -446,14 +465,15 @@ def render_table(doc: Mapping[str, Any], console: Console) -> None:
         f"{v} {', '.join(_fmt(x) for x in xs)}" for v, xs in doc["added_us_per_pod_rounds"].items()),
         highlight=False)
 
-    points = [p for p in POINT_ORDER if any(p in doc["extension_points"][v] for v in VARIANTS)]
+    shown = list(doc["throughput"])
+    points = [p for p in POINT_ORDER if any(p in doc["extension_points"][v] for v in shown)]
     table = Table(title="Extension points: p50 / p99 per pod, us (all plugins of the point)", title_justify="left")
     table.add_column("point")
-    for variant in VARIANTS:
+    for variant in shown:
         table.add_column(variant, justify="right")
     for point in points:
         cells = []
-        for variant in VARIANTS:
+        for variant in shown:
             stats = doc["extension_points"][variant].get(point)
             cells.append(f"{_fmt(stats['p50_us'])} / {_fmt(stats['p99_us'])}" if stats else "")
         table.add_row(point, *cells)

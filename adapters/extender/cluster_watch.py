@@ -40,7 +40,9 @@ events came between) and later reads get that copy until the next change.
 relists); `wait_synced` waits for it, bounded. `last_sync_age()` is the seconds since
 the staler resource was last confirmed current (a list, an event, a bookmark, or a
 watch that ran to its timeout), `restarts` and `relists` count failures and fresh
-lists, `stats()` has them all: simple attributes a readiness probe or metrics can read.
+lists, `failing_for()` is how long a list or watch has been failing with no answer from the
+API server since (0 while answered: a quiet cluster's view ages, but is not broken), and
+`stats()` has them all: simple attributes a readiness probe or metrics can read.
 `close()` sets a stop flag and shuts the socket of each open response, so the threads
 end within a couple of seconds even in the middle of a read.
 """
@@ -128,12 +130,15 @@ class ApiStatusError(Exception):
 
 class Interrupter:
     """Lets `close()` cut a blocking read of a watcher thread: the thread attaches how to
-    interrupt its response in flight; once interrupted, anything attached is cut at once."""
+    interrupt its response in flight; once interrupted, anything attached is cut at once.
+    Attaching means the API server answered (a list page, a watch's headers): `on_attach`
+    hears it (the watch is no longer failing, `ClusterWatch.failing_for`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_attach: Callable[[], None] | None = None) -> None:
         self._lock = threading.Lock()
         self._current: Callable[[], None] | None = None
         self._interrupted = False
+        self._on_attach = on_attach
 
     @property
     def interrupted(self) -> bool:
@@ -145,6 +150,8 @@ class Interrupter:
             now = self._interrupted
         if now:
             interrupt()
+        elif self._on_attach is not None:
+            self._on_attach()
 
     def detach(self) -> None:
         with self._lock:
@@ -277,6 +284,8 @@ class _Progress:
     denied: int | None = None
     #: The resourceVersion to watch from ("": list first). Its watcher's own: read and written there only.
     version: str = ""
+    #: When its list or watch began failing, with no answer from the API server since (0.0: not failing).
+    failing_since: float = 0.0
 
 
 class ClusterWatch:
@@ -296,7 +305,7 @@ class ClusterWatch:
         self._resources = resources
         self._stores = {r.name: _Store() for r in resources}
         self._progress = {r.name: _Progress() for r in resources}
-        self._interrupters = {r.name: Interrupter() for r in resources}
+        self._interrupters = {r.name: Interrupter(functools.partial(self._answered, r.name)) for r in resources}
         #: Guards the counters and `_progress`; notified on sync and on every failure.
         self._state = threading.Condition()
         self._synced = threading.Event()
@@ -378,6 +387,14 @@ class ClusterWatch:
             oldest = min(p.confirmed for p in self._progress.values())
         return max(0.0, time.monotonic() - oldest)
 
+    def failing_for(self) -> float:
+        """Seconds since a list or watch began failing without the API server answering it
+        since (the longest over the resources); 0.0 while every one is answered. What readiness
+        reads: a quiet cluster's view ages between events, a failing watch is broken."""
+        with self._state:
+            since = [p.failing_since for p in self._progress.values() if p.failing_since]
+        return max(0.0, time.monotonic() - min(since)) if since else 0.0
+
     def stats(self) -> WatchStats:
         with self._state:
             restarts, relists, error = self.restarts, self.relists, self.last_error
@@ -416,6 +433,8 @@ class ClusterWatch:
             with self._state:
                 self.restarts += 1
                 self.last_error = f"{resource.name}: {error}"
+                if not progress.failing_since:
+                    progress.failing_since = time.monotonic()
                 self._progress[resource.name].denied = status if status in DENIED else None
                 restarts = self.restarts
                 self._state.notify_all()
@@ -444,6 +463,7 @@ class ClusterWatch:
             first = not progress.listed
             progress.listed, progress.denied = True, None
             progress.confirmed = time.monotonic()
+            progress.failing_since = 0.0
             if not first:
                 self.relists += 1
             synced_now = not self._synced.is_set() and all(p.listed for p in self._progress.values())
@@ -503,7 +523,14 @@ class ClusterWatch:
 
     def _confirm(self, resource: Resource) -> None:
         with self._state:
-            self._progress[resource.name].confirmed = time.monotonic()
+            progress = self._progress[resource.name]
+            progress.confirmed = time.monotonic()
+            progress.failing_since = 0.0
+
+    def _answered(self, name: str) -> None:
+        """The API server answered a list or watch of `name` (`Interrupter.attach`)."""
+        with self._state:
+            self._progress[name].failing_since = 0.0
 
 
 # --- the Kubernetes API through the official client -----------------------------------

@@ -8,7 +8,9 @@ file (reloaded when the file changes) or else watched from the API server
 (`cluster_watch`, awaited at start up to ``--sync-timeout``), the API credentials both
 the watch and the binder use (an explicit API server, a kubeconfig, in-cluster
 credentials, the kubeconfig kubectl would read, or none), the binder, the server's limits and security (TLS, client
-certificates, a bearer token) from the options, and a server that runs until SIGINT or
+certificates, a bearer token) from the options, the GET routes beside the verbs (`/healthz`, `/readyz`:
+`probes`; `/metrics` unless --no-metrics: `metrics`, whose timing hooks go into each profile's
+framework and the server), and a server that runs until SIGINT or
 SIGTERM, then drains (requests in flight get their answers, within `--drain-seconds`)
 and stops every plugin. A second signal cuts the drain short. The signal handler only
 counts the signal (no lock, no I/O: it runs on the main thread, between any two of its
@@ -22,6 +24,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -34,7 +37,9 @@ from wasm_scheduler.adapters.extender.binder import (
     find_kubeconfig,
 )
 from wasm_scheduler.adapters.extender.cluster_watch import ClusterWatch, watch_cluster
+from wasm_scheduler.adapters.extender.metrics import ExtenderMetrics
 from wasm_scheduler.adapters.extender.nodes import NodeCache, NodeSource, RequestNode
+from wasm_scheduler.adapters.extender.probes import DEFAULT_READY_MAX_VIEW_AGE_S, Answer, Readiness, healthz
 from wasm_scheduler.adapters.extender.server import (
     DEFAULT_BACKLOG,
     DEFAULT_DRAIN_S,
@@ -42,6 +47,7 @@ from wasm_scheduler.adapters.extender.server import (
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_READ_TIMEOUT_S,
+    DEFAULT_WORKERS,
     ExtenderServer,
     Flag,
     ServerLimits,
@@ -89,6 +95,8 @@ class ExtenderOptions:
     max_body: int = DEFAULT_MAX_BODY
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    #: Threads that run the verbs at once (--workers); more requests wait for one.
+    workers: int = DEFAULT_WORKERS
     drain_s: float = DEFAULT_DRAIN_S
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -105,6 +113,10 @@ class ExtenderOptions:
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     #: The path of each verb (kube-scheduler's filterVerb, prioritizeVerb, bindVerb, preemptVerb).
     verbs: Verbs = Verbs()
+    #: Serve /metrics and time requests and guest calls for it (--no-metrics: not).
+    metrics: bool = True
+    #: /readyz answers 503 once the watch has failed this long (--ready-max-view-age).
+    ready_max_view_age_s: float = DEFAULT_READY_MAX_VIEW_AGE_S
 
     def limits(self) -> ServerLimits:
         """The server's limits; a value out of range (every time option is checked here) is a
@@ -115,11 +127,14 @@ class ExtenderOptions:
         check_seconds("--bind-timeout", self.bind_timeout_s)
         check_seconds("--snapshot-poll", self.snapshot_poll_s)
         check_seconds("--sync-timeout", self.sync_timeout_s, zero_allowed=True)
+        check_seconds("--ready-max-view-age", self.ready_max_view_age_s, zero_allowed=True)
         if self.max_connections < 1:
             raise UserError(f"--max-connections {self.max_connections}: must be at least 1")
+        if not 1 <= self.workers <= 1024:
+            raise UserError(f"--workers {self.workers}: expected a number of threads from 1 to 1024")
         self.verbs.checked()
         return ServerLimits(self.max_body, self.read_timeout_s, self.max_connections, DEFAULT_BACKLOG, self.drain_s,
-                            self.idle_timeout_s)
+                            self.idle_timeout_s, self.workers)
 
     def security(self) -> ServerSecurity:
         """TLS and the bearer token, their files read now (a missing or bad file is a UserError)."""
@@ -310,9 +325,17 @@ class RunningExtender:
             await_view(cache, options.sync_timeout_s)
             self.service = ExtenderService(self.profiles, cache, binder, options.expect_bind,
                                            options.bind_timeout_s)
+            watch = cache if isinstance(cache, ClusterWatch) else None
+            served = [wp.plugin for wp in self.plugins]
+            #: /metrics (None with --no-metrics: nothing is timed for it).
+            self.metrics = ExtenderMetrics(served, self.service, watch) if options.metrics else None
+            if self.metrics is not None:
+                self.metrics.calls.attach(profile.framework for profile in self.profiles)
+            self.readiness = Readiness(served, watch, options.ready_max_view_age_s)
             try:
                 self.server = ExtenderServer((host, port), self.service, limits=limits, security=security,
-                                             verbs=options.verbs)
+                                             verbs=options.verbs, extra_routes=self.routes(),
+                                             on_request=self.metrics.request_done if self.metrics else None)
             except OSError as exc:
                 self.service.close()
                 raise UserError(f"--listen {options.listen}: cannot listen: {exc.strerror or exc}") from None
@@ -325,6 +348,14 @@ class RunningExtender:
                  profiles={p.scheduler_name: [wp.plugin.name for wp in p.plugins] for p in self.profiles},
                  verbs=self.server.verbs.paths(), tls=security.tls is not None,
                  client_certificates=options.client_ca is not None, token=security.token is not None)
+
+    def routes(self) -> dict[str, Callable[[], Answer]]:
+        """The GET routes beside the verbs: the probes, and /metrics unless --no-metrics."""
+        routes: dict[str, Callable[[], Answer]] = {"/healthz": healthz, "/livez": healthz,
+                                                   "/readyz": self.readiness.readyz}
+        if self.metrics is not None:
+            routes["/metrics"] = self.metrics.exposition
+        return routes
 
     def stop(self, hurry: Flag | None = None) -> None:
         """Drain the server (requests in flight finish, up to the drain time or until `hurry` is set),

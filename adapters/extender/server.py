@@ -1,46 +1,53 @@
 """The HTTP side of the extender: routes, limits, security, and answers that never take it down.
 
-This module owns serving `ExtenderService` over HTTP/1.1 (or HTTPS), one thread per
-connection: a POST to each verb (`Verbs`: the paths kube-scheduler's `filterVerb`,
-`prioritizeVerb`, `bindVerb` and `preemptVerb` name, `filter`, `prioritize`, `bind` and
-`preempt` by default, under whatever path its `urlPrefix` has) and GET or HEAD
-`/healthz`, `/readyz`, `/livez`. It also owns what a client may cost the process
-(`ServerLimits`: listen backlog, simultaneous connections, the time a request may take
-to arrive, how long an idle keep-alive connection is kept, the body size), who may call
-the verbs (`ServerSecurity`: TLS, client certificates, a bearer token) and the drain on
-shutdown (stop accepting, close idle connections, let requests in flight finish).
+This module owns serving `ExtenderService` over HTTP/1.1 (or HTTPS) with aiohttp's web
+server on one asyncio event loop (a thread of its own): a POST to each verb (`Verbs`:
+the paths kube-scheduler's `filterVerb`, `prioritizeVerb`, `bindVerb` and `preemptVerb`
+name, `filter`, `prioritize`, `bind` and `preempt` by default, under whatever path its
+`urlPrefix` has), GET or HEAD `/healthz`, `/readyz`, `/livez`, and whatever GET routes
+the embedding program adds (`extra_routes`). aiohttp does the HTTP framing, the header
+limits, the keep-alive idle timeout and TLS; this module adds what a client may cost
+the process beyond that (`ServerLimits`: connections at once, the time a request may
+take to arrive, the body size, the threads that run the verbs), who may call the verbs
+(`ServerSecurity`: TLS, client certificates, a bearer token) and the drain on shutdown
+(stop accepting, close idle connections, let requests in flight finish).
 
-Malformed JSON, a wrong shape or bad framing is a 400 with a JSON error, a body over the
-size limit a 413, an unknown path a 404, a guest failure in prioritize a 500 with the
-service's message; a bug of ours is a 500 with a generic message and an error id that
-the error's log line carries too. None of them stops the server, and nothing is printed
-to stderr except through structlog.
+The verbs (CPU-bound guest calls that block) run off the event loop, on a bounded
+thread pool (`ServerLimits.workers`); a request beyond it waits in the pool's queue. A
+connection that sends nothing costs the loop a protocol object and a timer, not a
+thread, so silent connections cannot starve real requests below the connection cap.
+
+Malformed JSON, a wrong shape or bad framing is a 400 (aiohttp's own, for framing), a
+body over the size limit a 413, an unknown path a 404, a guest failure in prioritize a
+500 with the service's message; a bug of ours is a 500 with a generic message and an
+error id that the error's log line carries too. None of them stops the server, and
+nothing is printed to stderr except through structlog.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import hmac
-import io
 import json
+import logging
 import os
 import re
+import resource
 import secrets
 import socket
-import socketserver
 import ssl
 import stat
-import sys
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, fields
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import pykka
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from wasm_scheduler.adapters.extender import protocol
 from wasm_scheduler.adapters.extender.service import ExtenderCallError, ExtenderService
@@ -59,26 +66,33 @@ DEFAULT_READ_TIMEOUT_S = 30.0
 #: HTTP client (kube-scheduler's) keeps an idle connection: the client closes it first, so it
 #: never sends a request on a connection the server is closing (it does not retry a POST).
 DEFAULT_IDLE_TIMEOUT_S = 120.0
-#: Connections served at once; more are answered 503 and closed without a thread.
-DEFAULT_MAX_CONNECTIONS = 256
+#: Connections served at once; more are answered 503 and closed. A connection costs the event
+#: loop a few KiB, not a thread: the cap bounds memory and file descriptors.
+DEFAULT_MAX_CONNECTIONS = 4096
+#: Threads that run the verbs (guest calls, binds); requests beyond them wait their turn.
+DEFAULT_WORKERS = 32
 #: Length of the kernel's queue of connections not yet accepted (capped by net.core.somaxconn).
 DEFAULT_BACKLOG = 1024
 #: Seconds the drain on shutdown waits for requests in flight.
 DEFAULT_DRAIN_S = 10.0
 #: Largest --token-file read, in bytes.
 MAX_TOKEN_BYTES = 64 * 1024
-
-#: After the last answer, how long and how much unread input is discarded before the socket is
-#: closed: closing with unread input makes the kernel send a reset, which can destroy the answer
-#: (a 400 or 413 sent before the body was read) before the client reads it.
-LINGER_S = 1.0
-LINGER_BYTES = 1024 * 1024
+#: File descriptors kept for everything but connections (guests, the API client, logs) when
+#: the connection cap is checked against the process's limit.
+FD_HEADROOM = 256
 
 _HEALTH_PATHS = ("/healthz", "/readyz", "/livez")
-_DIGITS = re.compile(r"[0-9]{1,19}")
 _REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
             b"Retry-After: 1\r\nConnection: close\r\n\r\n%s")
 _REFUSED_BODY = b'{"error":"too many connections"}'
+
+#: A GET route the embedding program adds (`/metrics`, a readiness check): called with no
+#: argument on a thread (not the event loop, not the verbs' pool), it returns the status,
+#: the body and its Content-Type.
+ExtraRoute = Callable[[], tuple[int, bytes, str]]
+#: Told of each answered request but the GET routes' own (`/metrics`' request timing): the verb
+#: ("" for a path that is none), the HTTP status, the seconds from arrival to answer.
+RequestObserver = Callable[[str, int, float], None]
 
 
 @dataclass(frozen=True)
@@ -91,6 +105,7 @@ class ServerLimits:
     backlog: int = DEFAULT_BACKLOG
     drain_s: float = DEFAULT_DRAIN_S
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    workers: int = DEFAULT_WORKERS
 
 
 #: What a verb's path may hold (a URL path's unreserved characters and slashes).
@@ -215,32 +230,45 @@ def _reason(exc: BaseException) -> str:
     return str(getattr(exc, "strerror", None) or exc)
 
 
-class ExtenderServer(socketserver.TCPServer):
-    """The extender's HTTP server; `start_background()` serves, `stop()` drains and closes."""
+class ExtenderServer:
+    """The extender's HTTP server; `start_background()` serves, `stop()` drains and closes.
 
-    allow_reuse_address = True
+    The listening socket is bound when the server is made (an OSError when it cannot be);
+    connections queue in the kernel until `start_background()`. `extra_routes` maps a path
+    (``/metrics``) to a function answering GET and HEAD there, open like the health paths
+    (no token); it takes the place of a built-in health path of the same name. `on_request`
+    hears every answered request but those GET routes' (the metrics' request timing)."""
 
     def __init__(self, address: tuple[str, int], service: ExtenderService, max_body: int | None = None,
                  limits: ServerLimits | None = None, security: ServerSecurity | None = None,
-                 verbs: Verbs | None = None) -> None:
+                 verbs: Verbs | None = None, extra_routes: Mapping[str, ExtraRoute] | None = None,
+                 on_request: RequestObserver | None = None) -> None:
         limits = limits or ServerLimits()
         if max_body is not None:
-            limits = ServerLimits(max_body, limits.read_timeout_s, limits.max_connections, limits.backlog,
-                                  limits.drain_s, limits.idle_timeout_s)
+            limits = replace(limits, max_body=max_body)
         self.limits = limits
         self.security = security or ServerSecurity()
         self.verbs = (verbs or Verbs()).checked()
         self.service = service
-        self.request_queue_size = max(limits.backlog, 1)
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._open = 0                       # connections with a thread
-        self._idle: set[_Handler] = set()    # of those, the ones waiting for a request
+        self.extra_routes = {_route_key(path): route for path, route in (extra_routes or {}).items()}
+        self.on_request = on_request
+        self.max_connections = _connections_within_fd_limit(limits.max_connections)
+        self.socket = socket.socket(socket.AF_INET6 if ":" in address[0] else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.socket.bind(address)
+            self.socket.listen(max(limits.backlog, 1))
+        except BaseException:
+            self.socket.close()
+            raise
+        self.server_address: tuple[Any, ...] = self.socket.getsockname()
+        self._pool = ThreadPoolExecutor(max(limits.workers, 1), thread_name_prefix="extender-call")
+        self._open: dict[asyncio.BaseTransport, _Connection] = {}
         self._draining = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listener: asyncio.AbstractServer | None = None
+        self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
-        super().__init__(address, _Handler)
 
     @property
     def max_body(self) -> int:
@@ -249,7 +277,6 @@ class ExtenderServer(socketserver.TCPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        host = host if isinstance(host, str) else host.decode()
         scheme = "https" if self.security.tls is not None else "http"
         return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
 
@@ -259,110 +286,225 @@ class ExtenderServer(socketserver.TCPServer):
 
     @property
     def open_connections(self) -> int:
-        with self._lock:
-            return self._open
+        return len(self._open)
+
+    # -- running -----------------------------------------------------------------------
 
     def start_background(self) -> ExtenderServer:
-        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="extender-http", daemon=True)
+        """Serve on an event loop in a daemon thread; returns once the socket is being served."""
+        loop = asyncio.new_event_loop()
+        loop.set_exception_handler(_loop_error)
+        loop.run_until_complete(self._start(loop))  # before the thread: its errors are raised here
+        self._loop = loop
+        self._thread = threading.Thread(target=self._run, args=(loop,), name="extender-http", daemon=True)
         self._thread.start()
         return self
 
-    # -- connections -------------------------------------------------------------------
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """Runs on the accepting thread: a thread for the connection, or a 503 when there is no room."""
-        with self._lock:
-            admitted = not self._draining and self._open < self.limits.max_connections
-            if admitted:
-                self._open += 1
-        if not admitted:
-            self._refuse(request, client_address, "draining" if self._draining else "max_connections")
-            return
+    @staticmethod
+    def _run(loop: asyncio.AbstractEventLoop) -> None:
+        asyncio.set_event_loop(loop)
         try:
-            threading.Thread(target=self._serve_connection, args=(request, client_address),
-                             name="extender-conn", daemon=True).start()
-        except RuntimeError as exc:  # the system has no thread to spare
-            self._release()
-            self._refuse(request, client_address, f"no thread: {exc}")
-
-    def _refuse(self, request: socket.socket, client_address: Any, reason: str) -> None:
-        log.warning("extender.connection_refused", client=_client(client_address), reason=reason,
-                    max_connections=self.limits.max_connections)
-        if self.security.tls is None:
-            try:  # a fresh socket's send buffer is empty: this never blocks the accepting thread
-                request.setblocking(False)
-                request.send(_REFUSED % (len(_REFUSED_BODY), _REFUSED_BODY))
-            except OSError:
-                pass
-        self.shutdown_request(request)
-
-    def _serve_connection(self, request: socket.socket, client_address: Any) -> None:
-        try:
-            self.finish_request(request, client_address)
-        except Exception:
-            self.handle_error(request, client_address)
+            loop.run_forever()
         finally:
-            self.shutdown_request(request)
-            self._release()
+            loop.close()
 
-    def _release(self) -> None:
-        with self._lock:
-            self._open -= 1
-            self._changed.notify_all()
+    async def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        app = web.Application(client_max_size=self.limits.max_body)
+        app.router.add_route("*", "/{path:.*}", self._handle)
+        # aiohttp's keep-alive timeout closes a connection idle between requests; its lingering
+        # close reads (and drops) what a client still sends after an early answer (401, 413).
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None, logger=_LIBRARY_LOG,
+                                     keepalive_timeout=self.limits.idle_timeout_s, lingering_time=1.0)
+        await self._runner.setup()
+        server = self._runner.server
+        assert server is not None
+        self._listener = await loop.create_server(
+            lambda: _Connection(self, server()), sock=self.socket, backlog=max(self.limits.backlog, 1),
+            ssl=self.security.tls, ssl_handshake_timeout=self.limits.read_timeout_s if self.security.tls else None)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """An exception escaped a connection: one structured log line, never a traceback on stderr."""
-        exc = sys.exc_info()[1]
-        if isinstance(exc, (ConnectionError, TimeoutError, ssl.SSLError)):
-            log.debug("extender.connection_lost", client=_client(client_address), error=repr(exc))
-        else:
-            log.error("extender.connection_failed", client=_client(client_address), error_id=secrets.token_hex(6),
-                      exc_info=exc)
+    # -- connections ---------------------------------------------------------------------
 
-    def _enter_idle(self, handler: _Handler) -> bool:
-        with self._lock:
-            if self._draining:
-                return False
-            self._idle.add(handler)
+    def _admit(self, connection: _Connection, transport: asyncio.Transport) -> bool:
+        """A connection made (after its TLS handshake): served, or answered 503 and closed."""
+        if not self._draining and len(self._open) < self.max_connections:
+            self._open[transport] = connection
             return True
+        log.warning("extender.connection_refused", client=connection.client,
+                    reason="draining" if self._draining else "max_connections", max_connections=self.max_connections)
+        transport.write(_REFUSED % (len(_REFUSED_BODY), _REFUSED_BODY))
+        transport.close()
+        return False
 
-    def _leave_idle(self, handler: _Handler) -> None:
-        with self._lock:
-            self._idle.discard(handler)
+    def _release(self, transport: asyncio.BaseTransport) -> None:
+        self._open.pop(transport, None)
 
-    # -- shutdown ----------------------------------------------------------------------
+    # -- requests ------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        connection = self._open.get(request.transport) if request.transport is not None else None
+        if connection is not None:
+            connection.request_started()
+        started = time.perf_counter()
+        verb = ""
+        try:
+            verb, response = await self._respond(request, connection)
+        except Exception as exc:  # a bug of ours: answered, logged, the server stays up
+            error_id = secrets.token_hex(6)
+            log.error("extender.internal_error", verb=verb, error_id=error_id, exc_info=exc)
+            response = _json(500, {"error": f"internal error (error id {error_id})"})
+        finally:
+            if connection is not None:
+                connection.request_ended()
+        if self._draining or (connection is not None and connection.eof):
+            response.force_close()
+        if verb:
+            log.debug("extender.request", verb=verb, status=response.status,
+                      duration_ms=round((time.perf_counter() - started) * 1000, 3))
+        if self.on_request is not None and (request.method not in ("GET", "HEAD") or response.status == 404):
+            self.on_request(verb, response.status, time.perf_counter() - started)
+        return response
+
+    async def _respond(self, request: web.Request, connection: _Connection | None) -> tuple[str, web.StreamResponse]:
+        method = request.method
+        if method in ("GET", "HEAD"):
+            body = await self._body(request, connection)
+            if isinstance(body, web.StreamResponse):
+                return "", body
+            return "", await self._get(request.path)
+        if method != "POST":
+            return "", _json(405, {"error": f"method {clip(method)} is not supported"}, {"Allow": "GET, HEAD, POST"})
+        verb = self.verbs.route(request.path)
+        if verb and not self._authorized(request):
+            response = _json(401, {"error": "missing or wrong bearer token"}, {"WWW-Authenticate": "Bearer"})
+            response.force_close()  # an unauthenticated body is not read
+            return verb, response
+        body = await self._body(request, connection)
+        if isinstance(body, web.StreamResponse):
+            return verb, body
+        if not verb:
+            return verb, _json(404, {"error": f"no such verb {clip(request.path, 200)}; this extender serves "
+                                              f"{', '.join(self.verbs.paths())} (--filter-verb ...)"})
+        try:
+            data = await asyncio.get_running_loop().run_in_executor(self._pool, self._call, verb, body)
+            return verb, web.Response(body=data, content_type="application/json")
+        except protocol.ProtocolError as exc:
+            return verb, _json(400, {"error": str(exc)})
+        except ExtenderCallError as exc:
+            return verb, _json(500, {"error": str(exc)})
+        except pykka.ActorDeadError:
+            if not self._draining:
+                raise
+            # The drain time ran out and the plugins stopped under this request: no bug.
+            reason = "the extender stopped before this request finished (its drain time ran out); retry"
+            log.warning("extender.stopped_mid_request", verb=verb, reason=reason)
+            return verb, _json(503, {"error": reason})
+
+    def _call(self, verb: str, body: bytes) -> bytes:
+        """On a thread of the pool: decode, run the verb, encode its answer."""
+        answer = _VERBS[verb](self.service, _parse(body))
+        return json.dumps(answer, separators=(",", ":")).encode()
+
+    async def _get(self, path: str) -> web.StreamResponse:
+        key = _route_key(path)
+        route = self.extra_routes.get(key)
+        if route is not None:
+            status, data, content_type = await asyncio.get_running_loop().run_in_executor(None, route)
+            return web.Response(status=status, body=data, headers={"Content-Type": content_type})
+        if key in _HEALTH_PATHS:
+            return _json(200, {"status": "ok"})
+        return _json(404, {"error": f"no such path {clip(path, 200)}"})
+
+    async def _body(self, request: web.Request, connection: _Connection | None) -> bytes | web.StreamResponse:
+        """The request's whole body, or the answer that refuses it (413); the read deadline bounds the wait."""
+        limit = self.limits.max_body
+        if request.content_length is not None and request.content_length > limit:
+            response = _json(413, {"error": f"body of {request.content_length} bytes is over the limit of {limit}"})
+            response.force_close()
+            return response
+        try:
+            body = await request.read() if request.body_exists else b""
+        except web.HTTPRequestEntityTooLarge:  # a chunked body that grew past the limit
+            response = _json(413, {"error": f"the body is over the limit of {limit} bytes"})
+            response.force_close()
+            return response
+        except (ConnectionError, asyncio.CancelledError) as exc:
+            # The read deadline closed the connection, or the client went away: nobody to answer.
+            log.debug("extender.connection_lost", client=connection.client if connection else "", error=repr(exc))
+            response = _json(400, {"error": "the connection closed before the body arrived"})
+            response.force_close()
+            return response
+        if connection is not None:
+            connection.request_read()
+        return body
+
+    def _authorized(self, request: web.Request) -> bool:
+        token = self.security.token
+        if token is None:
+            return True
+        scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(credential.strip().encode("latin-1"), token)
+
+    # -- shutdown ------------------------------------------------------------------------
 
     def drain(self, timeout_s: float | None = None, hurry: Flag | None = None) -> int:
         """Stop accepting, close idle connections, and wait up to `timeout_s` (the limits' drain time by
         default; cut short when `hurry` is set) for requests in flight. Returns the connections still open."""
         timeout_s = self.limits.drain_s if timeout_s is None else timeout_s
-        if self._thread is not None and self._thread.is_alive():
-            self.shutdown()
-            self._thread.join(timeout=5)
-        with self._lock:
-            first = not self._draining
+        loop = self._loop
+        if loop is None or not loop.is_running():
             self._draining = True
-            for handler in self._idle:  # blocked waiting for a request that will not be served
-                handler.abort()
-            self._idle.clear()
-        if first:
-            self.socket.close()  # new connections are refused from here on
-        deadline = time.monotonic() + max(timeout_s, 0.0)
-        with self._lock:
-            if first and self._open:
-                log.info("extender.draining", connections=self._open, drain_s=timeout_s)
-            while self._open and time.monotonic() < deadline and not (hurry is not None and hurry.is_set()):
-                self._changed.wait(min(0.05, max(deadline - time.monotonic(), 0.0)))
-            left = self._open
+            return 0
+        return asyncio.run_coroutine_threadsafe(self._drain(timeout_s, hurry), loop).result()
+
+    async def _drain(self, timeout_s: float, hurry: Flag | None) -> int:
+        first = not self._draining
+        self._draining = True
+        if first and self._listener is not None:
+            self._listener.close()  # new connections are refused from here on
+        for connection in list(self._open.values()):
+            connection.close_if_idle()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_s, 0.0)
+        if first and self._open:
+            log.info("extender.draining", connections=len(self._open), drain_s=timeout_s)
+        while self._open and loop.time() < deadline and not (hurry is not None and hurry.is_set()):
+            await asyncio.sleep(min(0.05, max(deadline - loop.time(), 0.0)))
+        left = len(self._open)
         if left:
             log.warning("extender.drain_incomplete", connections=left, drain_s=timeout_s)
         return left
 
     def stop(self, drain_s: float | None = None, hurry: Flag | None = None) -> None:
-        """Drain (see `drain`) and close the listening socket."""
+        """Drain (see `drain`), then close. Requests that outlast the drain keep their connection
+        until they are answered; then the event loop ends."""
         self.drain(drain_s, hurry)
-        self.server_close()
+        loop = self._loop
+        if loop is not None and loop.is_running():
+            asyncio.run_coroutine_threadsafe(self._close_when_answered(), loop)
+        else:
+            self.server_close()
+        self._pool.shutdown(wait=False)
+
+    async def _close_when_answered(self) -> None:
+        while self._open:
+            await asyncio.sleep(0.05)
+        if self._runner is not None:
+            await self._runner.cleanup()
+        asyncio.get_running_loop().stop()
+
+    def server_close(self) -> None:
+        """Close the listening socket of a server never started."""
+        self.socket.close()
+        self._pool.shutdown(wait=False)
+
+
+def _route_key(path: str) -> str:
+    return path.split("?", 1)[0].rstrip("/") or "/"
+
+
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, body=json.dumps(body, separators=(",", ":")).encode(),
+                        content_type="application/json", headers=headers)
 
 
 def _client(address: Any) -> str:
@@ -371,269 +513,167 @@ def _client(address: Any) -> str:
     return str(address)
 
 
-class _DeadlineReader(io.RawIOBase):
-    """Reads from a socket, each read bounded by what is left of the handler's deadline."""
-
-    def __init__(self, handler: _Handler) -> None:
-        self._handler = handler
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        remaining = self._handler.deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("the request did not arrive in time")
-        connection = self._handler.connection
-        connection.settimeout(remaining)
-        return connection.recv_into(buffer)
-
-
-class _Writer(io.BufferedIOBase):
-    """Writes to the connection whole, each write bounded by the read timeout (a client that does
-    not read its answer cannot hold the thread for longer)."""
-
-    def __init__(self, handler: _Handler) -> None:
-        self._handler = handler
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        connection = self._handler.connection
-        connection.settimeout(self._handler.server.limits.read_timeout_s)
-        connection.sendall(data)
-        return memoryview(data).nbytes
+def _connections_within_fd_limit(wanted: int) -> int:
+    """`wanted`, after raising the process's soft limit of open files toward its hard limit so that
+    many connections fit; less (with a warning) when the hard limit is too low for them. A connection
+    beyond the limit would fail the accept itself, for every client, not just be refused."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        needed = wanted + FD_HEADROOM
+        if soft != resource.RLIM_INFINITY and soft < needed:
+            raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+    except (OSError, ValueError):
+        return wanted
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return wanted
+    fitting = max(soft - FD_HEADROOM, 1)
+    log.warning("extender.fd_limit", max_connections=wanted, served=fitting, open_files=soft,
+                reason="the process may not open enough files for --max-connections: fewer are served at once")
+    return fitting
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: ExtenderServer
-    protocol_version = "HTTP/1.1"
-    connection: socket.socket
+class _Connection(asyncio.Protocol):
+    """One client connection: aiohttp's protocol (`handler`), wrapped with the connection cap and the
+    read deadline (a request must arrive whole within the read timeout of its first byte, or of the
+    connect for a first request). Between requests, aiohttp's keep-alive timeout applies.
 
-    def setup(self) -> None:
-        self.connection = self.request
-        self.deadline = time.monotonic() + self.server.limits.read_timeout_s
-        self.started = 0.0
-        self.reader = io.BufferedReader(_DeadlineReader(self), 64 * 1024)
-        self.rfile = self.reader
-        self.wfile = _Writer(self)
+    States: "idle" (between requests), "reading" (a request is arriving), "answering" (it is in;
+    its answer is not written yet). After an answer, the same timer checks that the client read it:
+    an answer still unwritten a read timeout later is dropped with the connection."""
 
-    def finish(self) -> None:
-        super().finish()
-        self._linger()
-        if self.connection is not self.request:  # the TLS socket owns the descriptor now
-            with contextlib.suppress(OSError):
-                self.connection.close()
+    def __init__(self, server: ExtenderServer, handler: asyncio.Protocol) -> None:
+        self.server = server
+        self.handler: Any = handler  # aiohttp's RequestHandler
+        self.transport: asyncio.Transport | None = None
+        self.client = ""
+        self.state = "reading"
+        self.spoke = False  # a byte of the current request has arrived
+        self.eof = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._served = False
 
-    def _linger(self) -> None:
-        """Half-close, then discard what the client still sends (bounded in time and bytes)."""
-        connection = self.connection
-        with contextlib.suppress(OSError):
-            socket.socket.shutdown(connection, socket.SHUT_WR)
-            deadline, discarded = time.monotonic() + LINGER_S, 0
-            while discarded < LINGER_BYTES and (remaining := deadline - time.monotonic()) > 0:
-                connection.settimeout(remaining)
-                chunk = socket.socket.recv(connection, 65536)  # raw bytes, TLS or not: they are dropped
-                if not chunk:
-                    break
-                discarded += len(chunk)
-
-    def abort(self) -> None:
-        """Called by the drain (holding the server's lock) on a connection waiting for a request."""
-        with contextlib.suppress(OSError):
-            socket.socket.shutdown(self.connection, socket.SHUT_RDWR)
-
-    def handle(self) -> None:
-        self.close_connection = True
-        tls = self.server.security.tls
-        wrapped: ssl.SSLSocket | None = None
-        if tls is not None:  # wrapping does no I/O; the handshake below does, bounded by the deadline
-            self.connection = wrapped = tls.wrap_socket(self.request, server_side=True,
-                                                        do_handshake_on_connect=False)
-        if not self.server._enter_idle(self):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.client = _client(transport.get_extra_info("peername"))
+        if not self.server._admit(self, transport):
             return
-        if wrapped is not None and not self._handshake(wrapped):
-            self.server._leave_idle(self)
+        self._served = True
+        self._arm()
+        self.handler.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if not self._served:
             return
-        # The headers and the body go out in separate writes: with Nagle's algorithm on, a
-        # keep-alive client's delayed ACK would hold every answer for ~40 ms.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
-        self.handle_one_request(entered=True)
-        while not self.close_connection:
-            self.handle_one_request()
+        if self.state == "idle":
+            self.state = "reading"
+            self._arm()
+        if not self.spoke:
+            self.spoke = True
+            self.handler.keep_alive(True)  # stops aiohttp's idle timer: the read deadline bounds this request
+        self.handler.data_received(data)
 
-    def _handshake(self, wrapped: ssl.SSLSocket) -> bool:
-        try:
-            wrapped.settimeout(max(self.deadline - time.monotonic(), 0.001))
-            wrapped.do_handshake()
-            return True
-        except (OSError, ValueError) as exc:
-            log.info("extender.tls_refused", client=_client(self.client_address), error=_reason(exc))
-            return False
+    def eof_received(self) -> bool | None:
+        """The client shut its side (a half-close): a request begun may still be whole (its answer is
+        written, then the connection closes; the read deadline bounds one that is not); an idle
+        connection is closed."""
+        if not self._served:
+            return None
+        self.handler.eof_received()
+        self.eof = True
+        return self.spoke or self.state == "answering" or None
 
-    def handle_one_request(self, entered: bool = False) -> None:
-        self.close_connection = True
-        limits = self.server.limits
-        if not entered:
-            if not self.server._enter_idle(self):
-                return
-            # A kept-alive connection may sit idle up to the idle timeout; the read deadline
-            # counts from its next request's first byte.
-            self.deadline = time.monotonic() + limits.idle_timeout_s
-        self.command = self.request_version = self.requestline = ""
-        self.raw_requestline = b""
-        try:
-            try:
-                if not entered:
-                    if not self.reader.peek(1):
-                        return  # the client closed the idle connection
-                    self.deadline = time.monotonic() + limits.read_timeout_s
-                self.raw_requestline = self.rfile.readline(65537)
-            finally:
-                self.server._leave_idle(self)
-            self.started = time.perf_counter()
-            if not self.raw_requestline:
-                return
-            if len(self.raw_requestline) > 65536:
-                self.send_error(HTTPStatus.REQUEST_URI_TOO_LONG)
-                return
-            self.close_connection = False
-            if not self.parse_request():
-                return
-            method = getattr(self, f"do_{self.command}", None)
-            if method is None:
-                self.send_error(HTTPStatus.NOT_IMPLEMENTED, f"method {self.command} is not supported")
-                return
-            method()
-            self.wfile.flush()
-        except TimeoutError:
-            # Nothing at all is an idle keep-alive connection (or a client that never spoke);
-            # a request cut short is worth a line at info.
-            (log.info if self.raw_requestline else log.debug)(
-                "extender.read_timeout", client=_client(self.client_address),
-                read_timeout_s=self.server.limits.read_timeout_s, request=self.requestline[:200])
-            self.close_connection = True
-        except OSError as exc:  # reset, broken pipe, TLS errors
-            log.debug("extender.connection_lost", client=_client(self.client_address), error=repr(exc))
-            self.close_connection = True
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel()
+        if self._served:
+            self.server._release(self.transport)  # type: ignore[arg-type]
+            self.handler.connection_lost(exc)
 
-    # -- answers -----------------------------------------------------------------------
+    def pause_writing(self) -> None:
+        self.handler.pause_writing()
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        log.debug("extender.http", client=_client(self.client_address), message=format % args)
+    def resume_writing(self) -> None:
+        self.handler.resume_writing()
 
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """http.server's own errors (bad request line, too many headers...) as JSON, closing the connection."""
-        self.close_connection = True
-        try:
-            phrase = HTTPStatus(code).phrase
-        except ValueError:
-            phrase = "error"
-        if not self.request_version:
-            self.request_version = "HTTP/1.1"
-        self._send(code, {"error": message or phrase}, head=self.command == "HEAD")
+    # -- called by the request handler ------------------------------------------------------
 
-    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None, head: bool = False) -> None:
-        data = json.dumps(body, separators=(",", ":")).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        if self.server.draining:
-            self.close_connection = True
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if not head:
-            self.wfile.write(data)
+    def request_started(self) -> None:
+        self.spoke = True
+        if self.state != "reading":  # a request read while the last one was answered (pipelined)
+            self.state = "reading"
+            self._arm()
 
-    def _health(self, head: bool) -> None:
-        framed = self.headers.get("Content-Length") or self.headers.get("Transfer-Encoding")
-        if framed and self._read_body() is None:
+    def request_read(self) -> None:
+        self.state = "answering"
+        self._cancel()
+
+    def request_ended(self) -> None:
+        self.state, self.spoke = "idle", False
+        self._arm()  # now the check that the answer is read
+
+    def close_if_idle(self) -> None:
+        """Called by the drain: a connection waiting for a request is closed at once."""
+        if not self.spoke and self.state != "answering" and self.transport is not None:
+            self.transport.close()
+
+    # -- the deadline -------------------------------------------------------------------------
+
+    def _arm(self) -> None:
+        self._cancel()
+        self._timer = asyncio.get_running_loop().call_later(self.server.limits.read_timeout_s, self._expired)
+
+    def _cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expired(self) -> None:
+        self._timer = None
+        transport = self.transport
+        if transport is None or transport.is_closing():
             return
-        if self.path.split("?", 1)[0].rstrip("/") in _HEALTH_PATHS:
-            self._send(200, {"status": "ok"}, head=head)
+        unwritten = transport.get_write_buffer_size()
+        if self.state == "reading":
+            # Nothing at all is a client that never spoke; a request cut short is worth a line at info.
+            (log.info if self.spoke else log.debug)("extender.read_timeout", client=self.client,
+                                                    read_timeout_s=self.server.limits.read_timeout_s)
+        elif self.state == "idle" and unwritten:
+            log.info("extender.write_timeout", client=self.client, unwritten=unwritten,
+                     read_timeout_s=self.server.limits.read_timeout_s)
         else:
-            self._send(404, {"error": f"no such path {self.path[:200]}"}, head=head)
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        self._health(head=False)
-
-    def do_HEAD(self) -> None:  # noqa: N802
-        self._health(head=True)
-
-    def _read_body(self) -> bytes | None:
-        """The request's body; None when its framing is refused (the answer is sent, the connection closes)."""
-        lengths = self.headers.get_all("Content-Length") or []
-        encodings = self.headers.get_all("Transfer-Encoding") or []
-        if lengths and encodings:
-            self.close_connection = True
-            self._send(400, {"error": "a request may not carry both Content-Length and Transfer-Encoding"})
-            return None
-        if encodings:
-            self.close_connection = True
-            self._send(411, {"error": "Transfer-Encoding is not supported: send the body with a Content-Length"})
-            return None
-        values = {value.strip() for value in lengths}
-        if len(values) > 1 or (values and not _DIGITS.fullmatch(next(iter(values)))):
-            self.close_connection = True
-            self._send(400, {"error": "bad Content-Length: expected one non-negative whole number"})
-            return None
-        length = int(values.pop()) if values else 0
-        if length > self.server.limits.max_body:
-            self.close_connection = True
-            self._send(413, {"error": f"body of {length} bytes is over the limit of {self.server.limits.max_body}"})
-            return None
-        body = self.rfile.read(length)
-        if len(body) < length:
-            self.close_connection = True
-            self._send(400, {"error": f"the body ended after {len(body)} of {length} bytes"})
-            return None
-        return body
-
-    def _authorized(self) -> bool:
-        token = self.server.security.token
-        if token is None:
-            return True
-        given = self.headers.get("Authorization", "")
-        scheme, _, credential = given.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(credential.strip().encode("latin-1"), token)
-
-    def do_POST(self) -> None:  # noqa: N802
-        verb = self.server.verbs.route(self.path)
-        handler = _VERBS.get(verb)
-        if handler is not None and not self._authorized():
-            self.close_connection = True  # an unauthenticated body is not read
-            self._send(401, {"error": "missing or wrong bearer token"}, headers={"WWW-Authenticate": "Bearer"})
             return
-        body = self._read_body()
-        if body is None:
-            return
-        if handler is None:
-            self._send(404, {"error": f"no such verb {self.path[:200]}; this extender serves "
-                                      f"{', '.join(self.server.verbs.paths())} (--filter-verb ...)"})
-            return
-        try:
-            answer, status = handler(self.server.service, _parse(body)), 200
-        except protocol.ProtocolError as exc:
-            answer, status = {"error": str(exc)}, 400
-        except ExtenderCallError as exc:
-            answer, status = {"error": str(exc)}, 500
-        except Exception as exc:  # a bug of ours: answered, logged, the server stays up
-            if isinstance(exc, pykka.ActorDeadError) and self.server.draining:
-                # The drain time ran out and the plugins stopped under this request: no bug.
-                reason = "the extender stopped before this request finished (its drain time ran out); retry"
-                log.warning("extender.stopped_mid_request", verb=verb, reason=reason)
-                answer, status = {"error": reason}, 503
-            else:
-                error_id = secrets.token_hex(6)
-                log.error("extender.internal_error", verb=verb, error_id=error_id, exc_info=exc)
-                answer, status = {"error": f"internal error (error id {error_id})"}, 500
-        self._send(status, answer)
-        log.debug("extender.request", verb=verb, status=status,
-                  duration_ms=round((time.perf_counter() - self.started) * 1000, 3))
+        if unwritten:
+            transport.abort()  # close() would wait for a client that does not read
+        else:
+            transport.close()
+
+
+class _LibraryLog(logging.Handler):
+    """aiohttp's own log lines as structlog events: a client's malformed request or reset at debug
+    (`extender.http`), anything else with a traceback as a bug (`extender.connection_failed`)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        exc = record.exc_info[1] if record.exc_info else None
+        message = record.getMessage()[:500]
+        if exc is None or isinstance(exc, (HttpProcessingError, ConnectionError, asyncio.CancelledError)):
+            log.debug("extender.http", message=message, error=repr(exc) if exc else "")
+        else:
+            log.error("extender.connection_failed", message=message, error_id=secrets.token_hex(6), exc_info=exc)
+
+
+_LIBRARY_LOG = logging.getLogger("wasm_scheduler.adapters.extender.aiohttp")
+_LIBRARY_LOG.propagate = False
+_LIBRARY_LOG.setLevel(logging.DEBUG)
+_LIBRARY_LOG.addHandler(_LibraryLog())
+
+
+def _loop_error(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The event loop's own errors (an accept that failed for want of file descriptors, ...) as a log line."""
+    exc = context.get("exception")
+    log.warning("extender.loop_error", message=str(context.get("message", ""))[:500],
+                error=repr(exc) if exc is not None else "")
 
 
 def _parse(body: bytes) -> Any:

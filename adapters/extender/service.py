@@ -143,6 +143,12 @@ class Footprint:
     live_nodes: int
 
 
+#: The outcomes `ExtenderService.bind_counts` tallies: a Binding created (by the API or a wasm
+#: Bind plugin), a binding cycle that failed (a plugin, or the API, said no), a bind refused
+#: before any plugin ran (no cycle here, another pod, a node its filter did not pass).
+BIND_OUTCOMES = ("created", "failed", "refused")
+
+
 def scheduler_name_of(pod: KubeObject) -> str:
     """The pod's spec.schedulerName; "default-scheduler" when it has none (as the API server defaults it)."""
     spec = pod.get("spec")
@@ -249,6 +255,8 @@ class ExtenderService:
         self._passed: dict[str, _PassedThrough] = {}
         #: Has any bind come since start? (A bind timeout with none hints at a missing bindVerb.)
         self._bind_seen = False
+        #: Binds answered since start, by outcome (`BIND_OUTCOMES`), under the lock.
+        self._binds = dict.fromkeys(BIND_OUTCOMES, 0)
         self._said_no_filter = False
         #: The latest object of each node a live cycle refers to, from requests that carried
         #: whole nodes (not node-cache-capable): what a binding cycle's guest and a preempt read.
@@ -628,18 +636,26 @@ class ExtenderService:
                             reason="binds come but no filter has: kube-scheduler's extender entry needs a "
                                    "filterVerb with its bindVerb (a pod with one feasible node gets no prioritize)")
             log.warning("extender.bind_refused", pod=pod, pod_uid=uid, node=args.node, reason=refusal)
+            with self._lock:
+                self._binds["refused"] += 1
             if given_up is not None:
                 self._release(given_up, "prioritize failed")
             return {"Error": refusal}
+        answer: dict[str, Any] = {"Error": "raised"}  # an exception: failed
         if passed is not None:
-            return self._bind_passed(args)
+            answer = self._bind_passed(args)
+            with self._lock:
+                self._binds["failed" if answer["Error"] else "created"] += 1
+            return answer
         assert cycle is not None
         try:
-            return self._binding_cycle(cycle, args)
+            answer = self._binding_cycle(cycle, args)
+            return answer
         finally:
             with self._lock:
                 self._binding.discard(uid)
                 self._end_locked(cycle)
+                self._binds["failed" if answer["Error"] else "created"] += 1
 
     def _binding_cycle(self, cycle: _Cycle, args: protocol.BindingArgs) -> dict[str, Any]:
         """Reserve, Permit, PreBind, Bind, PostBind of a held pod; every Reserve plugin's
@@ -821,6 +837,11 @@ class ExtenderService:
 
         for wp in self.plugins:
             wp.plugin.wire_cache.retain_nodes(live_node)
+
+    def bind_counts(self) -> dict[str, int]:
+        """Binds answered since start, by outcome (`BIND_OUTCOMES`): what /metrics reads."""
+        with self._lock:
+            return dict(self._binds)
 
     def awaiting_bind(self) -> int:
         with self._lock:

@@ -54,6 +54,9 @@ NodeT = TypeVar("NodeT", bound=NamedNode)
 #: CPU seconds of the calling thread): the second figure leaves out what other threads ran
 #: while the call waited (a wasm plugin's call waits for its actor).
 CallObserver = Callable[[str, str, KubeObject, float, float], None]
+#: Called after every plugin call, opt-in, with (extension point, plugin name, seconds, the
+#: call's result): the metrics' hook (`adapters.extender.metrics.PluginCallMetrics`).
+CallRecorder = Callable[[str, str, float, Any], None]
 
 
 def _error(point: str, plugin: str, status: Status) -> Status:
@@ -177,6 +180,8 @@ class Framework(Generic[NodeT]):
         self.log = log.bind(profile=profile_name)
         #: Timing hook (`wasm-scheduler bench`): None costs one attribute test per call.
         self.observer: CallObserver | None = None
+        #: Metrics hook (the extender's /metrics, `simulate`'s summary): likewise.
+        self.recorder: CallRecorder | None = None
 
     def has(self, point: str) -> bool:
         return bool(self.points.get(point))
@@ -205,6 +210,9 @@ class Framework(Generic[NodeT]):
             observer(point, plugin.name, pod, elapsed, used)
         else:
             elapsed = time.perf_counter() - started
+        recorder = self.recorder
+        if recorder is not None:
+            recorder(point, plugin.name, elapsed, result)
         if enabled(self.log, DEBUG):  # a line nobody sees is not even built
             self.log.debug("plugin.called", plugin=plugin.name, extension_point=point.lower(), pod=pod_key(pod),
                            duration_ms=round(elapsed * 1000, 3))

@@ -228,6 +228,9 @@ class SimulationReport:
     preemptions: list[Preemption] = field(default_factory=list)
     #: Pending pods no profile schedules (their schedulerName is not configured).
     ignored: list[str] = field(default_factory=list)
+    #: Per wasm plugin: traps, discarded instances, guest calls per extension point (count, sum
+    #: of seconds): `summary.metrics` of the JSON, when the run measured them (`simulate(metrics=True)`).
+    metrics: dict[str, Any] | None = None
 
     def count(self, status: PodStatus) -> int:
         return sum(1 for p in self.pods if p.status == status)
@@ -239,6 +242,7 @@ class SimulationReport:
             "errors": self.count(PodStatus.ERROR),
             "gated": self.count(PodStatus.GATED),
             "seconds": round(self.seconds, 3),
+            **({"metrics": self.metrics} if self.metrics is not None else {}),
         }
 
     def outcome(self, key: str) -> PodOutcome | None:

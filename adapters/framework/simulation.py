@@ -19,6 +19,7 @@ from typing import Any
 
 import wasm_scheduler.examples
 from wasm_scheduler.actors.kube.codec import KubeCodecError, encode_node, encode_pod
+from wasm_scheduler.adapters.extender.metrics import PluginCallMetrics, simulation_metrics
 from wasm_scheduler.adapters.framework.cluster import Cluster, LoadProgress, load_cluster
 from wasm_scheduler.adapters.framework.config import SchedulerConfig, load_config
 from wasm_scheduler.adapters.framework.errors import UserError
@@ -34,6 +35,7 @@ from wasm_scheduler.adapters.framework.results import SimulationReport, Unmodell
 from wasm_scheduler.adapters.framework.scheduler import Scheduler, SchedulerOptions
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 from wasm_scheduler.adapters.framework.workloads import NO_WORKLOADS, Workloads
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
 from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.compiler import GuestCompiler
 
@@ -242,14 +244,23 @@ def warn_unmodelled(cluster: Cluster, found: Mapping[str, Sequence[Unmodelled]] 
 
 def simulate(config: SchedulerConfig, cluster: Cluster, *, explain: Iterable[str] = (),
              progress: Callable[[int, int], None] | None = None, compiler: GuestCompiler | None = None,
-             registry: Mapping[str, PluginFactory] | None = None, seed: int = 0) -> SimulationReport:
-    """Schedule the cluster's pending pods; plugins are stopped whatever happens."""
+             registry: Mapping[str, PluginFactory] | None = None, seed: int = 0,
+             metrics: bool = False) -> SimulationReport:
+    """Schedule the cluster's pending pods; plugins are stopped whatever happens. With `metrics`,
+    the report's `metrics` has each wasm plugin's traps, discarded instances and guest calls."""
     options = SchedulerOptions(seed=seed, explain=frozenset(explain), progress=progress)
     with Scheduler(config, cluster, compiler or GuestCompiler(), registry, options) as scheduler:
         # Warned once the plugins loaded: a guest that does not load is one error line, no warning before it.
         found = find_unmodelled(cluster, default_spread_profiles(scheduler.frameworks))
         warn_unmodelled(cluster, found)
+        wasm = [plugin for framework in scheduler.frameworks.values() for plugin in framework.plugins.values()
+                if isinstance(plugin, WasmPlugin)]
+        calls = PluginCallMetrics(only={plugin.name for plugin in wasm}) if metrics else None
+        if calls is not None:
+            calls.attach(scheduler.frameworks.values())
         report = scheduler.run()
+        if calls is not None:
+            report.metrics = simulation_metrics(wasm, calls)
     for outcome in report.pods:
         outcome.unmodelled = list(found.get(outcome.uid, ()))
     return report
