@@ -380,3 +380,26 @@ def test_a_failed_prioritize_refuses_the_bind_and_gives_the_instance_back(servic
     assert svc.filter(args(p))["NodeNames"] == NODES
     assert svc.bind(binding("a", "node-0")) == {"Error": ""}
     assert binder.calls == ["ns/a -> node-0"]
+
+
+def test_the_binding_cycle_is_handed_the_assumed_pod(service, monkeypatch) -> None:
+    """kube-scheduler runs Reserve, Permit and the binding cycle with the assumed pod, a copy
+    whose spec.nodeName is the chosen node; the SIG project's host hands guests that pod, and
+    so does the extender (docs/abi-notes.md)."""
+    from wasm_scheduler.adapters.framework.framework import Framework
+
+    seen: list[tuple[str, str]] = []
+    reserve = Framework.run_reserve
+
+    def spy(self: Framework[Any], state: Any, pod: Any, node: str) -> Any:
+        seen.append((pod["spec"].get("nodeName", ""), node))
+        return reserve(self, state, pod, node)
+
+    monkeypatch.setattr(Framework, "run_reserve", spy)
+    binder = Binder()
+    svc, _ = service(("keeps", BINDS_WITH_SKIP), binder=binder)
+    p = pod("a")
+    assert svc.filter(args(p))["NodeNames"] == NODES
+    assert svc.bind(binding("a", "node-1")) == {"Error": ""}
+    assert seen == [("node-1", "node-1")]
+    assert "nodeName" not in p.get("spec", {})  # the request's pod is left as it came

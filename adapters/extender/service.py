@@ -662,7 +662,7 @@ class ExtenderService:
         Unreserve on a failure, or on an exception (a bug of ours or a binder's), so the pod's
         instances go back to their pools whatever happens. A bind the shutdown overtook (the
         plugins stopped under it after the drain time) answers an Error, with a warning."""
-        pod, node, framework = cycle.pod, args.node, cycle.profile.framework
+        pod, node, framework = assumed_pod(cycle.pod, args.node), args.node, cycle.profile.framework
         state = self._lend(cycle, RequestHandle(self._bind_nodes(cycle)))
         who = f"{args.pod_namespace}/{args.pod_name}"
 
@@ -856,6 +856,13 @@ class ExtenderService:
 
 class ExtenderCallError(Exception):
     """A guest failed a verb: answered as the verb's error (HTTP 500 for prioritize)."""
+
+
+def assumed_pod(pod: KubeObject, node: str) -> KubeObject:
+    """The pod as kube-scheduler hands it to Reserve, Permit and the binding cycle: a copy
+    with `spec.nodeName` set to the chosen node (`schedulingCycle` assumes it there)."""
+    spec = pod.get("spec")
+    return {**pod, "spec": {**(spec if isinstance(spec, dict) else {}), "nodeName": node}}
 
 
 def _same_pod(pod: KubeObject, args: protocol.BindingArgs) -> bool:

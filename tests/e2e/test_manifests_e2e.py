@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
 import sys
 import time
@@ -213,8 +214,11 @@ class Localiser:
     port: int
 
     def __call__(self, text: str) -> str:
-        for mount_path, folder in self.folders.items():
-            text = text.replace(mount_path, str(folder))
+        # One pass, longest mount path first, and only where a path starts (not inside one):
+        # the folders themselves may lie under a mount path such as /tmp.
+        paths = sorted(self.folders, key=len, reverse=True)
+        pattern = re.compile(r"(?<![\w/.-])(" + "|".join(re.escape(p) for p in paths) + r")(?![\w.-])")
+        text = pattern.sub(lambda found: str(self.folders[found.group(1)]), text)
         return text.replace("0.0.0.0:", "127.0.0.1:").replace(f":{self.container_port}", f":{self.port}")
 
 
