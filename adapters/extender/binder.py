@@ -14,6 +14,7 @@ naming the option that asked for the API.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Mapping
@@ -49,6 +50,11 @@ def credentials_origin(api_server: str = "", kubeconfig: str = "") -> str:
             if kubeconfig else "in-cluster credentials (KUBERNETES_SERVICE_HOST is set)")
 
 
+#: HTTPS connections to the API server each client keeps open for reuse: above the
+#: extender's default worker threads (the client's own default is 5 per CPU).
+API_CONNECTIONS = 64
+
+
 def new_api_client(api_server: str = "", kubeconfig: str = "", requested_by: str = "",
                    needed_for: str = "creating Bindings") -> tuple[Any, Any]:
     """The `kubernetes.client` module and an `ApiClient` for an explicit API server URL, else a
@@ -57,23 +63,27 @@ def new_api_client(api_server: str = "", kubeconfig: str = "", requested_by: str
     kubeconfig or missing in-cluster credentials is a one-line UserError naming `requested_by`."""
     requested_by = requested_by or credentials_origin(api_server, kubeconfig)
     client, config = import_kubernetes(requested_by, needed_for)
+    configuration = client.Configuration()
     if api_server:
-        configuration = client.Configuration()
         configuration.host = api_server.rstrip("/")
-        return client, client.ApiClient(configuration)
-    if kubeconfig:
+    elif kubeconfig:
         check_kubeconfig(Path(kubeconfig))
         try:
-            return client, config.new_client_from_config(config_file=kubeconfig, persist_config=False)
+            config.load_kube_config(config_file=kubeconfig, client_configuration=configuration,
+                                    persist_config=False)
         except Exception as exc:  # ConfigException, OSError, ValueError from the client's loader
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise UserError(f"{kubeconfig}: kubeconfig: {clip(first, 240)}") from None
-    try:
-        config.load_incluster_config()
-    except Exception as exc:  # ConfigException: the service account's token or CA is missing
-        first = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise UserError(f"in-cluster credentials: {clip(first, 240)}") from None
-    return client, client.ApiClient()
+    else:
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except Exception as exc:  # ConfigException: the service account's token or CA is missing
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise UserError(f"in-cluster credentials: {clip(first, 240)}") from None
+    # Binds run on many threads at once (kube-scheduler binds pods in parallel): a pool smaller
+    # than that opens, and drops, a new TLS connection for every bind beyond it.
+    configuration.connection_pool_maxsize = API_CONNECTIONS
+    return client, client.ApiClient(configuration)
 
 
 class Binder(Protocol):
@@ -111,6 +121,11 @@ class KubernetesBinder:
                 name, namespace, body, _preload_content=False, _request_timeout=self._timeout
             )
             status = getattr(response, "status", 201)
+            # Read the (small) answer and give the connection back: unread, urllib3 keeps it out of
+            # the pool, and every bind opened a new TLS connection to the API server.
+            with contextlib.suppress(Exception):
+                response.read()
+                response.release_conn()
             if status >= 300:
                 return f"API server answered {status} to the binding of {namespace}/{name}"
         except Exception as exc:  # the client raises ApiException, urllib3 and socket errors alike
