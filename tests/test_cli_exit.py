@@ -33,7 +33,7 @@ def finish(process: subprocess.Popen[bytes]) -> int:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-        pytest.fail(f"the command was still running {WAIT_S} s after its reader went away")
+        pytest.fail(f"the command was still running {WAIT_S} s later")
 
 
 def test_a_log_reader_that_goes_away_ends_the_command_quietly() -> None:

@@ -28,6 +28,7 @@ import pytest
 import structlog
 
 from tests.conftest import EXAMPLES
+from tests.test_binder_extra import no_cluster_env  # noqa: F401 - a fixture
 from wasm_scheduler.adapters.extender.binder import new_api_client
 from wasm_scheduler.adapters.extender.cluster_watch import (
     CLOSE_TIMEOUT_S,
@@ -664,16 +665,6 @@ def test_a_denied_list_ends_the_wait_with_the_servers_message(apiserver: FakeApi
 
 
 # --- the command's wiring --------------------------------------------------------------------------
-
-
-@pytest.fixture
-def no_cluster_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    monkeypatch.delenv("KUBECONFIG", raising=False)
-    monkeypatch.setenv("HOME", str(home))
-    return home
 
 
 @pytest.mark.usefixtures("no_cluster_env")

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.test_cli_exit import WAIT_S, command, finish
 from wasm_scheduler.adapters.cli import EXIT_BROKEN_PIPE, EXIT_OUTPUT_ERROR, EXIT_USER_ERROR, build_parser, main
 from wasm_scheduler.adapters.framework.cluster import cluster_from_objects
 from wasm_scheduler.adapters.framework.errors import UserError
@@ -36,20 +37,6 @@ pytest_plugins = ["wasm_scheduler.testing"]
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 NODENUMBER = EXAMPLES / "nodenumber" / "nodenumber.wasm"
-WAIT_S = 60
-
-
-def command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "wasm_scheduler.adapters.cli", *args]
-
-
-def finish(process: subprocess.Popen[bytes]) -> int:
-    try:
-        return process.wait(timeout=WAIT_S)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        pytest.fail(f"the command was still running {WAIT_S} s later")
 
 
 def one_error_line(err: str) -> str:
