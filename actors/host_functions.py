@@ -321,7 +321,14 @@ class HostFunctions:
     # --- k8s.io/klog -------------------------------------------------------------------
 
     def severity(self) -> int:
-        return self.log_severity
+        """The least severity a line must have to be written: the plugin's `logSeverity`,
+        raised to the least klog severity the runtime's log lets through. The SDKs read it
+        once and skip formatting a line below it, so a line nobody would see costs the
+        guest nothing (docs/abi-notes.md)."""
+        for severity in range(max(self.log_severity, 0), len(_KLOG_LEVEL_NUMBERS)):
+            if enabled(self.log, _KLOG_LEVEL_NUMBERS[severity]):
+                return severity
+        return max(self.log_severity, len(_KLOG_LEVEL_NUMBERS) - 1)
 
     def _dropped(self, severity: int) -> bool:
         """Would a line of this severity go nowhere? Then the guest's text is only checked

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import struct
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -564,9 +565,28 @@ def verbose_logs(_quiet_logs_and_no_stray_actors: None) -> Iterator[list[Any]]:
 
 @pytest.mark.parametrize("severity", [0, 1, 2, 3])
 def test_severity_is_the_configured_log_severity(severity: int, make_instance: Callable[..., GuestInstance],
-                                                 h: RecordingHandle) -> None:
+                                                 h: RecordingHandle, verbose_logs: list[dict[str, Any]]) -> None:
+    """With every level of the runtime's log on, `severity` is the plugin's logSeverity."""
     inst = make_instance(log_severity=severity)
     assert run(inst, h, "filter", Script().op("severity")) == [severity]
+
+
+@pytest.mark.parametrize(("log_level", "log_severity", "expected"), [
+    (logging.WARNING, 0, 1),   # info lines would be dropped: the guest need not format them
+    (logging.WARNING, 2, 2),   # logSeverity above the log's level wins
+    (logging.ERROR, 0, 2),
+    (logging.CRITICAL, 1, 3),
+    (logging.CRITICAL, 5, 5),  # a logSeverity above fatal stays as configured
+    (logging.INFO, 0, 0),
+])
+def test_severity_is_raised_to_what_the_log_writes(log_level: int, log_severity: int, expected: int,
+                                                   make_instance: Callable[..., GuestInstance],
+                                                   h: RecordingHandle) -> None:
+    """A guest SDK reads `severity` once and skips formatting lines below it, so the host
+    answers the least severity it would really write (docs/abi-notes.md)."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(log_level))
+    inst = make_instance(log_severity=log_severity)
+    assert run(inst, h, "filter", Script().op("severity")) == [expected]
 
 
 def _guest_logs(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
