@@ -2,6 +2,7 @@
 
     python -m tests.e2e.bench [--nodes 500] [--init-pods 500] [--pods 1000] [--rounds 2]
                               [--variants default,extender-nodes,extender-names,simulate]
+                              [--guest NODENUMBER.wasm] [--wasm-plugin-scheduler KUBE_SCHEDULER]
                               [--output table|json]
 
 Each round creates the workload of `wasm-scheduler bench` (`adapters/benchmarks/workload.py`:
@@ -14,14 +15,20 @@ rounds on one control plane:
 - `extender-nodes` / `extender-names`: the same kube-scheduler with `wasm-scheduler
   extender` serving NodeNumber (`nodeCacheCapable` false: whole nodes; true: names and
   the extender's watched view);
-- `simulate`: `simulate` of the same cluster in this process (no API server).
+- `simulate`: `simulate` of the same cluster in this process (no API server);
+- `wasm-plugin`: a kube-scheduler built with the SIG project's wasm plugin (the Go host),
+  loading the same guest in process. Its Go module cannot be had through the Go module
+  proxy (tests/e2e/README.md), so CI does not build it: pass a binary built from that
+  project's source with `--wasm-plugin-scheduler`, and the variant joins the rounds.
+
+`--guest` names the NodeNumber guest every variant loads (default: the project's WAT
+example), so the SIG project's TinyGo guests can be measured on both hosts.
 
 Figures per variant (best round): pods bound per second (measured pods over the time from
 the first create to the last bind), p50 and p99 of create-to-bind, and CPU seconds per
 pod of kube-scheduler, the extender and kube-apiserver (from /proc, over the measured
-phase). Ratios are to `default`. The SIG project's Go host (its wasm plugin compiled into
-kube-scheduler) is not a variant: its Go module cannot be had through the Go module
-proxy (tests/e2e/README.md).
+phase). Ratios are to `wasm-plugin` when it ran (what users would pick instead), else to
+`default`.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from tests.e2e.cluster import NODENUMBER_WASM, ControlPlane, ExtenderEntry, Harness, build_binaries, wasm_plugin_config
@@ -47,6 +54,8 @@ from wasm_scheduler.adapters.framework.simulation import simulate
 from wasm_scheduler.registry.compiler import GuestCompiler
 
 VARIANTS = ("default", "extender-nodes", "extender-names", "simulate")
+#: The Go host's variant: runs only with a binary given (`--wasm-plugin-scheduler`).
+WASM_PLUGIN = "wasm-plugin"
 CLIENT_THREADS = 4
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -119,17 +128,33 @@ def prepare(harness: Harness, workload: Workload) -> list[dict[str, object]]:
     return [p for p in pods if not p["spec"].get("nodeName")]  # type: ignore[union-attr]
 
 
-def run_cluster_round(harness: Harness, variant: str, workload: Workload) -> RoundResult:
+def wasm_plugin_profiles(guest: Path) -> list[dict[str, object]]:
+    """kube-scheduler's profile for the SIG project's wasm plugin: NodeNumber at every point."""
+    return [{"schedulerName": "default-scheduler",
+             "plugins": {"multiPoint": {"enabled": [{"name": "NodeNumber", "weight": 1}]}},
+             "pluginConfig": [{"name": "NodeNumber", "args": {"guestURL": guest.resolve().as_uri()}}]}]
+
+
+def run_cluster_round(harness: Harness, variant: str, workload: Workload, guest: Path = NODENUMBER_WASM,
+                      wasm_plugin_scheduler: Path | None = None) -> RoundResult:
     measured = prepare(harness, workload)
     processes: dict[str, ManagedProcess] = {"kube-apiserver": harness.control_plane.apiserver}
     entries = []
     if variant.startswith("extender"):
-        extender = harness.extender(wasm_plugin_config({"NodeNumber": NODENUMBER_WASM}), "--log-level", "warning",
+        extender = harness.extender(wasm_plugin_config({"NodeNumber": guest}), "--log-level", "warning",
                                     name=f"extender-{variant}").start()
         processes["extender"] = extender.process
         entries.append(ExtenderEntry(url_prefix=extender.url, weight=1,
                                      node_cache_capable=variant == "extender-names"))
-    scheduler = harness.kube_scheduler(entries, name=f"kube-scheduler-{variant}").start()
+    if variant == WASM_PLUGIN:
+        if wasm_plugin_scheduler is None:
+            raise ValueError(f"the {WASM_PLUGIN} variant needs a kube-scheduler built with the wasm plugin")
+        go_host = Harness(harness.control_plane, replace(harness.binaries, kube_scheduler=wasm_plugin_scheduler),
+                          harness.folder)
+        scheduler = go_host.kube_scheduler([], name=f"kube-scheduler-{variant}",
+                                           profiles=wasm_plugin_profiles(guest)).start()
+    else:
+        scheduler = harness.kube_scheduler(entries, name=f"kube-scheduler-{variant}").start()
     processes["kube-scheduler"] = scheduler
     try:
         # Ready when it binds a first pod; that pod is not measured.
@@ -163,8 +188,8 @@ def run_cluster_round(harness: Harness, variant: str, workload: Workload) -> Rou
                        {name: (after[name] - before[name]) / len(names) for name in processes})
 
 
-def run_simulate_round(workload: Workload, compiler: GuestCompiler) -> RoundResult:
-    config = config_from_dict(wasm_plugin_config({"NodeNumber": NODENUMBER_WASM}), "<bench>")
+def run_simulate_round(workload: Workload, compiler: GuestCompiler, guest: Path = NODENUMBER_WASM) -> RoundResult:
+    config = config_from_dict(wasm_plugin_config({"NodeNumber": guest}), "<bench>")
     cluster = cluster_from_objects(documents(workload), "<bench>")
     cpu = time.process_time()
     start = time.monotonic()
@@ -175,7 +200,8 @@ def run_simulate_round(workload: Workload, compiler: GuestCompiler) -> RoundResu
                        {"simulate": (time.process_time() - cpu) / max(scheduled, 1)})
 
 
-def bench(harness: Harness, workload: Workload, rounds: int, variants: Sequence[str]) -> list[RoundResult]:
+def bench(harness: Harness, workload: Workload, rounds: int, variants: Sequence[str],
+          guest: Path = NODENUMBER_WASM, wasm_plugin_scheduler: Path | None = None) -> list[RoundResult]:
     """Every variant once per round, alternating, on the harness's control plane."""
     from kubernetes.client.exceptions import ApiException
 
@@ -191,8 +217,8 @@ def bench(harness: Harness, workload: Workload, rounds: int, variants: Sequence[
         for round_number in range(rounds):
             for variant in variants:
                 print(f"round {round_number + 1}/{rounds}: {variant}", flush=True)
-                results.append(run_simulate_round(workload, compiler) if variant == "simulate"
-                               else run_cluster_round(harness, variant, workload))
+                results.append(run_simulate_round(workload, compiler, guest) if variant == "simulate"
+                               else run_cluster_round(harness, variant, workload, guest, wasm_plugin_scheduler))
     finally:
         compiler.close()
         harness.cluster.delete_all(NAMESPACE)
@@ -205,37 +231,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--init-pods", type=int, default=500)
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--variants", default=None,
+                        help=f"comma-separated, from {', '.join((*VARIANTS, WASM_PLUGIN))} (default: all of "
+                             f"them; {WASM_PLUGIN} when --wasm-plugin-scheduler is given)")
+    parser.add_argument("--guest", type=Path, default=NODENUMBER_WASM,
+                        help="the NodeNumber guest every variant loads (default: the project's example)")
+    parser.add_argument("--wasm-plugin-scheduler", type=Path, default=None, metavar="KUBE_SCHEDULER",
+                        help="a kube-scheduler built with the SIG project's wasm plugin: adds the "
+                             f"{WASM_PLUGIN} variant (the Go host), and ratios are to it")
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.add_argument("--artifacts", type=Path, default=None, help="where the process logs go (default: a temp dir)")
     args = parser.parse_args(argv)
-    variants = [v for v in args.variants.split(",") if v]
-    unknown = sorted(set(variants) - set(VARIANTS))
+    known = (*VARIANTS, WASM_PLUGIN)
+    default = known if args.wasm_plugin_scheduler else VARIANTS
+    variants = [v for v in (args.variants or ",".join(default)).split(",") if v]
+    unknown = sorted(set(variants) - set(known))
     if unknown:
-        parser.error(f"unknown variants {unknown}: choose from {', '.join(VARIANTS)}")
+        parser.error(f"unknown variants {unknown}: choose from {', '.join(known)}")
+    if WASM_PLUGIN in variants and args.wasm_plugin_scheduler is None:
+        parser.error(f"the {WASM_PLUGIN} variant needs --wasm-plugin-scheduler")
+    for path in (args.guest, args.wasm_plugin_scheduler):
+        if path is not None and not path.is_file():
+            parser.error(f"{path}: no such file")
     workload = Workload(args.nodes, args.init_pods, args.pods)
     folder = args.artifacts or Path(tempfile.mkdtemp(prefix="wasm-scheduler-bench-"))
     binaries = build_binaries()
     plane = ControlPlane(binaries, folder / "control-plane").start()
     try:
         harness = Harness(plane, binaries, folder / "processes")
-        results = bench(harness, workload, args.rounds, variants)
+        results = bench(harness, workload, args.rounds, variants, args.guest, args.wasm_plugin_scheduler)
         harness.cluster.close()
     finally:
         plane.stop()
     best = {v: max((r for r in results if r.variant == v), key=lambda r: r.pods_per_second) for v in variants}
     if args.output == "json":
-        print(json.dumps({"workload": asdict(workload), "rounds": [asdict(r) for r in results],
+        print(json.dumps({"workload": asdict(workload), "guest": str(args.guest),
+                          "rounds": [asdict(r) for r in results],
                           "best": {v: asdict(r) for v, r in best.items()}}, indent=2))
         return 0
-    base = best.get("default")
+    base_name = WASM_PLUGIN if WASM_PLUGIN in best else "default"
+    base = best.get(base_name)
     print(f"\n{workload.nodes} nodes, {workload.init_pods} running pods, {workload.pods} measured pods; "
-          f"best of {args.rounds} rounds; logs in {folder}")
-    print(f"{'variant':16} {'pods/s':>8} {'vs default':>10} {'p50 ms':>8} {'p99 ms':>8}  CPU ms per pod")
+          f"guest {args.guest.name}; best of {args.rounds} rounds; logs in {folder}")
+    print(f"{'variant':16} {'pods/s':>8} {'vs ' + base_name:>14} {'p50 ms':>8} {'p99 ms':>8}  CPU ms per pod")
     for variant, r in best.items():
         ratio = f"{r.pods_per_second / base.pods_per_second:.2f}" if base else "-"
         cpu = ", ".join(f"{name} {seconds * 1000:.2f}" for name, seconds in r.cpu_s_per_pod.items())
-        print(f"{variant:16} {r.pods_per_second:8.1f} {ratio:>10} {r.p50_ms:8.1f} {r.p99_ms:8.1f}  {cpu}")
+        print(f"{variant:16} {r.pods_per_second:8.1f} {ratio:>14} {r.p50_ms:8.1f} {r.p99_ms:8.1f}  {cpu}")
     return 0
 
 
