@@ -6,14 +6,23 @@ tags, so kube-scheduler sends Go's field names (`Pod`, `Nodes`, `NodeNames`,
 encoding/json does; requests are decoded case-insensitively here too (`nodenames`
 works) and answers use Go's names. Every shape error raises `ProtocolError` with the
 path of the offending field; the server answers it with HTTP 400.
+
+Whole nodes (a request that is not node-cache-capable) are the bulk of a filter or
+prioritize request: hundreds of node objects of several KB each. They are not decoded
+when the request arrives: msgspec scans the request, each node's JSON is kept as it came
+(`WireNode`) with only its name read, and the node is decoded the first time something
+reads it (a guest asking for it); the filter's answer sends the passing nodes back as
+the bytes that came (docs/performance.md).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 #: Scores the extender API allows (MinExtenderPriority..MaxExtenderPriority).
 MAX_EXTENDER_PRIORITY = 10
@@ -32,6 +41,10 @@ def _field(obj: Mapping[str, Any], name: str) -> Any:
         if isinstance(key, str) and key.lower() == lowered:
             return value
     return None
+
+
+def _json_value(raw: msgspec.Raw | None) -> Any:
+    return None if raw is None else json.loads(bytes(raw))
 
 
 def parse_json(body: bytes) -> Mapping[str, Any]:
@@ -59,6 +72,88 @@ def _pod(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise ProtocolError(f"{where}.metadata.name: a pod needs a name")
     return pod
+
+
+class _NodeMeta(msgspec.Struct):
+    name: str = ""
+
+
+class _NodeHead(msgspec.Struct):
+    """What is read of each whole node when a request arrives: its name."""
+
+    metadata: _NodeMeta | None = None
+
+
+_OBJECT_OF_RAW = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_LIST_OF_RAW = msgspec.json.Decoder(list[msgspec.Raw] | None)
+_NODE_HEAD = msgspec.json.Decoder(_NodeHead)
+_LIST_OF_HEADS = msgspec.json.Decoder(list[_NodeHead] | None)
+#: Answers: `msgspec.Raw` values (a `WireNode`'s bytes) are written as they are.
+ANSWER_ENCODER = msgspec.json.Encoder()
+
+
+class WireNode(Mapping[str, Any]):
+    """A node object of a request, as kube-scheduler sent it: its name read, the rest
+    decoded the first time any of it is read. Immutable, like the dicts it stands for."""
+
+    __slots__ = ("name", "raw", "_decoded")
+
+    def __init__(self, name: str, raw: msgspec.Raw) -> None:
+        self.name = name
+        self.raw = raw
+        self._decoded: dict[str, Any] | None = None
+
+    def _object(self) -> dict[str, Any]:
+        decoded = self._decoded
+        if decoded is None:
+            # Checked as an object with a name when the request came; a race decodes twice.
+            decoded = self._decoded = json.loads(bytes(self.raw))
+        return decoded
+
+    def __getitem__(self, key: str) -> Any:
+        return self._object()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._object())
+
+    def __len__(self) -> int:
+        return len(self._object())
+
+    def __repr__(self) -> str:
+        return f"WireNode({self.name!r}, {len(self.raw)} bytes)"
+
+
+def _wire_nodes(items: msgspec.Raw) -> list[WireNode]:
+    """`Nodes.items` as WireNodes; the shape errors name the item as the full decoder would."""
+    try:
+        raws = _LIST_OF_RAW.decode(items) or []
+        heads = _LIST_OF_HEADS.decode(items) or []
+    except msgspec.ValidationError:
+        return _checked_wire_nodes(items)
+    names = [head.metadata.name if head.metadata is not None else "" for head in heads]
+    if not all(names):
+        return _checked_wire_nodes(items)
+    return list(map(WireNode, names, raws))
+
+
+def _checked_wire_nodes(items: msgspec.Raw) -> list[WireNode]:
+    """Node by node, to name the first one that is wrong."""
+    try:
+        raws = _LIST_OF_RAW.decode(items)
+    except msgspec.ValidationError:
+        raise ProtocolError("Nodes.items: expected a list of nodes") from None
+    nodes = []
+    for i, raw in enumerate(raws or ()):
+        try:
+            head = _NODE_HEAD.decode(raw)
+            name = head.metadata.name if head.metadata is not None else ""
+        except msgspec.ValidationError:
+            _object(json.loads(bytes(raw)), f"Nodes.items[{i}]")  # not an object: its clear error
+            name = ""  # else a metadata that is not an object, or a name that is not a string
+        if not name:
+            raise ProtocolError(f"Nodes.items[{i}].metadata.name: a node needs a name")
+        nodes.append(WireNode(name, raw))
+    return nodes
 
 
 def _names(value: Any, where: str) -> list[str]:
@@ -97,6 +192,23 @@ class ExtenderArgs:
         if names_value is not None:
             return cls(pod, None, _names(names_value, "NodeNames"))
         raise ProtocolError("neither Nodes nor NodeNames is set")
+
+    @classmethod
+    def from_json(cls, body: bytes) -> ExtenderArgs:
+        """Decode a request's bytes; whole nodes become `WireNode`s (read when used). A
+        request msgspec will not scan takes the full decoder, which names what is wrong."""
+        try:
+            fields = _OBJECT_OF_RAW.decode(body)
+            nodes_raw = _field(fields, "Nodes")
+            node_list = _OBJECT_OF_RAW.decode(nodes_raw) if nodes_raw is not None else None
+        except msgspec.MsgspecError:
+            return cls.decode(parse_json(body))
+        if node_list is None:
+            return cls.decode({key: json.loads(bytes(value)) for key, value in fields.items()})
+        pod = _pod(_json_value(_field(fields, "Pod")), "Pod")
+        items = node_list.get("items")
+        nodes = _wire_nodes(items) if items is not None else []
+        return cls(pod, list(nodes), [node.name for node in nodes])
 
 
 @dataclass(frozen=True)
@@ -176,7 +288,9 @@ def filter_result(
     }
     if nodes is not None:
         keep = set(passed)
-        result["Nodes"] = {"metadata": {}, "items": [n for n in nodes if n["metadata"]["name"] in keep]}
+        result["Nodes"] = {"metadata": {}, "items": [
+            n.raw if isinstance(n, WireNode) else n for n in nodes
+            if (n.name if isinstance(n, WireNode) else n["metadata"]["name"]) in keep]}
         result["NodeNames"] = None
     else:
         result["Nodes"] = None

@@ -400,9 +400,10 @@ class ExtenderServer:
             return verb, _json(503, {"error": reason})
 
     def _call(self, verb: str, body: bytes) -> bytes:
-        """On a thread of the pool: decode, run the verb, encode its answer."""
-        answer = _VERBS[verb](self.service, _parse(body))
-        return json.dumps(answer, separators=(",", ":")).encode()
+        """On a thread of the pool: decode, run the verb, encode its answer (a whole node
+        that came as bytes goes back as those bytes)."""
+        answer = _VERBS[verb](self.service, body)
+        return protocol.ANSWER_ENCODER.encode(answer)
 
     async def _get(self, path: str) -> web.StreamResponse:
         key = _route_key(path)
@@ -692,20 +693,20 @@ def _decoding(decode: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return checked
 
 
-def _filter(service: ExtenderService, body: Any) -> Any:
-    return service.filter(_decoding(protocol.ExtenderArgs.decode)(body))
+def _filter(service: ExtenderService, body: bytes) -> Any:
+    return service.filter(_decoding(protocol.ExtenderArgs.from_json)(body))
 
 
-def _prioritize(service: ExtenderService, body: Any) -> Any:
-    return service.prioritize(_decoding(protocol.ExtenderArgs.decode)(body))
+def _prioritize(service: ExtenderService, body: bytes) -> Any:
+    return service.prioritize(_decoding(protocol.ExtenderArgs.from_json)(body))
 
 
-def _bind(service: ExtenderService, body: Any) -> Any:
-    return service.bind(_decoding(protocol.BindingArgs.decode)(body))
+def _bind(service: ExtenderService, body: bytes) -> Any:
+    return service.bind(_decoding(protocol.BindingArgs.decode)(_parse(body)))
 
 
-def _preempt(service: ExtenderService, body: Any) -> Any:
-    return service.preempt(_decoding(protocol.PreemptionArgs.decode)(body))
+def _preempt(service: ExtenderService, body: bytes) -> Any:
+    return service.preempt(_decoding(protocol.PreemptionArgs.decode)(_parse(body)))
 
 
 _VERBS = {"filter": _filter, "prioritize": _prioritize, "bind": _bind, "preempt": _preempt}
