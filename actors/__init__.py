@@ -3,8 +3,9 @@
 - `guest_actor.GuestActor` owns one `guest_instance.GuestInstance` (store, WASI, host
   functions) and runs its calls one at a time: its mailbox is the only lock.
 - `supervisor.SupervisorActor` tracks pod -> actor assignments across the scheduling and
-  binding cycles and keeps the idle pool. The whole lifecycle of a pod's instance is
-  in that one file.
+  binding cycles and keeps the idle pool, applying the lifecycle's rules, which live in
+  `assignments.Assignments`. `cycle_cache.CycleCache` is what a plugin facade remembers
+  of the supervisor's answers for the rest of each pod's cycle.
 - `abi` is the guest ABI as data; `host_functions`, `wasi` and `guest_memory` are what a
   guest can reach of the host.
 - `kube` (schema, codec, wire cache: Kubernetes objects as protobuf bytes) lives here

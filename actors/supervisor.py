@@ -135,7 +135,9 @@ class Assigned:
 @dataclass(frozen=True, slots=True)
 class Began:
     """BeginCycle's answer: the actor now serving the pod, and the pod whose cycle it ended
-    by taking over the slot ("" if none), whose answers the caller may forget."""
+    by taking over the slot ("" if none). That pod's end is the one transition the facade
+    does not send itself, so this is where its `CycleCache` (`actors/cycle_cache.py`)
+    learns to forget it; only the supervisor knows, as it alone sees BeginCycles in order."""
 
     assigned: Assigned
     ended_pod_uid: str = ""

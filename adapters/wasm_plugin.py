@@ -21,13 +21,9 @@ it (each actor message is a thread hand-off, the dominant cost of a call):
 - BeginCycle carries the cycle's first call (PreFilter), which the supervisor sends on
   to the actor it picked without waiting for it: the caller waits once, not twice;
 - the supervisor's answer to BeginCycle is remembered for the rest of that pod's cycle
-  (`_cycle`; `_bound` from the facade's own ToBinding on), so the pod's later calls go
-  straight to its actor. An answer is forgotten when the facade releases the pod, or
-  when the supervisor's answer to another pod's BeginCycle says that it ended this
-  pod's cycle. A pod with no remembered answer asks the supervisor (`Route`). The one
-  change the supervisor makes on its own, discarding a broken instance, stops that
-  actor: a remembered call then gets `ActorDeadError`, answered as the discarded
-  instance it is, never a fresh instance without the cycle's state;
+  in the plugin's `CycleCache` (`actors/cycle_cache.py`: what it keeps, and where it
+  learns what to forget), so the pod's later calls go straight to its actor. A pod with
+  no remembered answer asks the supervisor (`Route`);
 - a point the guest does not export (Reserve, Permit, Unreserve, PreScore,
   NormalizeScore, PostBind; PreFilter still begins the cycle) sends no guest call, only
   the supervisor's transition (a tell), and a Release is not sent for a pod the facade
@@ -45,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import pykka
 
 from wasm_scheduler.actors.assignments import moves_to_binding
+from wasm_scheduler.actors.cycle_cache import CycleCache, EarlyScores
 from wasm_scheduler.actors.guest_actor import (
     PRESCORE_AND_SCORE,
     Describe,
@@ -143,14 +140,10 @@ class WasmPlugin:
         self.log = log.bind(plugin=self.name)
         self.supervisor = SupervisorActor.start(guest, config, self.wire_cache)
         self._events: tuple[ClusterEvent, ...] | None = None
-        #: The supervisor's answers: pod uid -> the actor serving its cycle, and (from the
-        #: facade's ToBinding on) its binding cycle. Plain dict reads and writes: atomic.
-        self._cycle: dict[str, Assigned] = {}
-        self._bound: dict[str, Assigned] = {}
+        #: The supervisor's answers for the rest of each pod's cycle, and PreScore's early scores.
+        self._cycles = CycleCache(self.wire_cache.forget_pod)
         #: Does Permit move a pod's actor to the binding map? (`assignments.moves_to_binding`)
         self._moves_to_binding = moves_to_binding(guest.exports)
-        #: pod uid -> (nodes, their names, Score result) computed with PreScore, until Score asks.
-        self._early_scores: dict[str, tuple[Sequence[NamedNode | str], list[str], ScoreResult]] = {}
         info = self._first_instance()
         if info.broken:
             self.stop()
@@ -213,8 +206,7 @@ class WasmPlugin:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the supervisor and every guest actor of this plugin, and wait for them."""
-        self._cycle.clear()
-        self._bound.clear()
+        self._cycles.clear()
         try:
             guests: list[pykka.ActorRef[Any]] = self._ask_supervisor(GetActors())
             self.supervisor.stop()
@@ -244,8 +236,7 @@ class WasmPlugin:
                pod: KubeObject | None = None) -> tuple[Assigned | Lost, Any]:
         """BeginCycle: the supervisor gives the pod an actor (the slot's, or one from its
         pool) and sends it `invoke`, whose result comes back with the route on one future.
-        That answer is remembered for the rest of the pod's cycle; the pod whose cycle the
-        supervisor says it ended is forgotten.
+        The answer goes to the cycle cache (`CycleCache.began`, or `lost`).
 
         While the supervisor's and the actor's threads wake up, this thread encodes `pod`
         for the guest (if it reads the pod at all): time the GIL would sit idle otherwise."""
@@ -254,7 +245,7 @@ class WasmPlugin:
         else:
             future = ReplyFuture()
             self.supervisor.tell(BeginCycle(uid, name, invoke.replying(future)))
-        self._early_scores.pop(uid, None)
+        self._cycles.beginning(uid)
         if pod is not None and self._reads_pod:
             with contextlib.suppress(KubeCodecError):  # the guest's own call reports it
                 self.wire_cache.pod(pod)
@@ -269,17 +260,10 @@ class WasmPlugin:
                 return Lost(self._host_bug(None, invoke, exc).reason), None
             began, result = replied.route, replied.result
         if isinstance(began, Lost):
-            self._cycle.pop(uid, None)
-            if uid not in self._bound:
-                self.wire_cache.forget_pod(uid)
+            self._cycles.lost(uid)
             return began, result
         assert isinstance(began, Began), began
-        if began.ended_pod_uid:
-            self._cycle.pop(began.ended_pod_uid, None)
-            self._early_scores.pop(began.ended_pod_uid, None)
-            if began.ended_pod_uid not in self._bound:  # its cycle is over: its bytes go
-                self.wire_cache.forget_pod(began.ended_pod_uid)
-        self._cycle[uid] = began.assigned
+        self._cycles.began(uid, began)
         return began.assigned, result
 
     def _await_reply(self, future: pykka.Future[Any]) -> Any:
@@ -297,9 +281,7 @@ class WasmPlugin:
     def _to_binding(self, uid: str, name: str) -> None:
         """ToBinding: the supervisor moves the pod's actor to the binding map; the answer
         remembered for its cycle now serves its binding cycle."""
-        route = self._cycle.pop(uid, None)
-        if route is not None:
-            self._bound[uid] = route
+        self._cycles.to_binding(uid)
         self.supervisor.tell(ToBinding(uid, name))
 
     def _ask_supervisor(self, message: Any) -> Any:
@@ -307,15 +289,11 @@ class WasmPlugin:
 
     def _release(self, uid: str, name: str, why: str) -> None:
         """Release: the supervisor returns the pod's actor to the pool. Not sent for a pod
-        this facade holds no answer for: the supervisor said its slot went to another pod
-        (or never gave it one), so there is nothing to release and no need to wake it."""
-        # The answer forgotten is the assignment the supervisor releases (`Assignments.release`:
-        # the binding one first), so a pod scheduled again while its last binding cycle ran
-        # keeps the answer for its new cycle, and that cycle's Release is sent in turn.
-        self.wire_cache.forget_pod(uid)  # re-encoded if a cycle of the pod still needs it
-        if self._bound.pop(uid, None) is None and self._cycle.pop(uid, None) is None:
+        this facade holds no answer for (`CycleCache.release`): the supervisor said its slot
+        went to another pod (or never gave it one), so there is nothing to release and no
+        need to wake it."""
+        if not self._cycles.release(uid):
             return
-        self._early_scores.pop(uid, None)
         self.supervisor.tell(Release(uid, name, why))
 
     def _broken(self, instance_id: str, reason: str) -> None:
@@ -326,7 +304,7 @@ class WasmPlugin:
     def _route(self, uid: str, name: str, phase: str) -> Assigned | Lost:
         """The pod's actor: the answer remembered for this part of its cycle (its binding
         cycle's for a binding-cycle call), else the supervisor's."""
-        answer = self._bound.get(uid) if phase == "binding" else self._cycle.get(uid)
+        answer = self._cycles.route(uid, binding=phase == "binding")
         if answer is not None:
             return answer
         routed: Assigned | Lost = self._ask_supervisor(Route(uid, name, phase == "binding"))
@@ -417,13 +395,13 @@ class WasmPlugin:
             return result
         assert isinstance(result, PreScoreAndScore)
         if result.score is not None:
-            self._early_scores[pod_key(pod)[0]] = (nodes, names, result.score)
+            self._cycles.keep_scores(pod_key(pod)[0], EarlyScores(nodes, names, result.score))
         return result.prescore
 
     def score_nodes(self, state: CycleState | None, pod: KubeObject, nodes: Sequence[NamedNode | str]) -> ScoreResult:
-        early = self._early_scores.pop(pod_key(pod)[0], None)
-        if early is not None and (early[0] is nodes or early[1] == _names(nodes)):
-            return early[2]
+        early = self._cycles.take_scores(pod_key(pod)[0])
+        if early is not None and (early.nodes is nodes or early.names == _names(nodes)):
+            return early.result
         result = self._run(Route, "score", (pod, _names(nodes), self._handle(state)), pod, "scheduling")
         return ScoreResult(result) if isinstance(result, Status) else result
 
