@@ -117,12 +117,16 @@ def test_pod_past_permit_keeps_its_instance_through_binding(checker_plugin) -> N
     assert plugin.permit(None, a, NODES[0]).status.ok
     served_a = instance_of(plugin, a)
     scheduling_cycle(plugin, b)  # the next pod is scheduled while a waits to bind
-    assert instance_of(plugin, b) != served_a
-    assert plugin.placement() == {served_a: "binding", instance_of(plugin, b): "slot"}
+    served_b = instance_of(plugin, b)
+    assert served_b not in (None, served_a)
+    assert plugin.placement() == {served_a: "binding", served_b: "slot"}
     binding_cycle(plugin, a)  # the checker traps if any of these reached b's instance
     assert instance_of(plugin, a) is None
+    assert plugin.placement() == {served_a: "idle", served_b: "slot"}
+    # b never reached Permit: c's PreFilter takes over the slot's instance, not a's idle one.
     scheduling_cycle(plugin, c)
-    assert instance_of(plugin, c) == instance_of(plugin, c)
+    assert instance_of(plugin, c) == served_b and instance_of(plugin, b) is None
+    assert plugin.placement() == {served_a: "idle", served_b: "slot"}
     counts = plugin.counts()
     assert counts.discarded == 0 and counts.started == 2 and counts.binding == 0 and counts.balanced
 
