@@ -458,8 +458,10 @@ def test_held_pods_keep_no_node_list_and_the_binding_cycle_reads_the_latest_node
         assert ext.post("filter", args_with_nodes(p))[1]["Error"] == ""
     assert ext.service.awaiting_bind() == 3
     # One object a node, not one list a pod: the latest of each node a held pod may bind to.
-    assert ext.service._live.names() <= set(NODE_NAMES) and len(ext.service._live) <= len(NODE_NAMES)
-    assert all(not isinstance(v, list) for held in ext.service._awaiting.values() for v in vars(held).values())
+    ledger = ext.service.ledger
+    assert ledger.live.names() <= set(NODE_NAMES) and len(ledger.live) <= len(NODE_NAMES)
+    held = [ledger.cycle_of(p["metadata"]["uid"]) for p in pods]
+    assert all(cycle is not None and not any(isinstance(v, list) for v in vars(cycle).values()) for cycle in held)
     for p in pods:
         assert ext.post("bind", binding(p, "node-2")) == (200, {"Error": ""})
     counts = ext.counts()["checker"]

@@ -57,10 +57,12 @@ Nodes the extender does not know (node-cache-capable requests naming a node its 
 view lacks) get one answer in every verb: filter fails them as unresolvable, prioritize
 scores them 0, preempt approves no victim on them, and a bind to one is refused.
 
-What it keeps is bounded by the pods in flight: the held cycles (until their bind or the
+What it keeps is bounded by the pods in flight, and kept by one owner, the service's
+`CycleLedger` (`adapters/extender/ledger.py`): the held cycles (until their bind or the
 bind timeout), the cycle in the slot (until the next pod's, or the bind timeout), the
 pods passed through (until their bind or the bind timeout), and the latest object of
-each node those cycles refer to (`LiveNodes`), nothing per node name ever seen.
+each node those cycles refer to (`LiveNodes`), nothing per node name ever seen. This
+module decides what each verb does and says; the ledger, where each pod's cycle is.
 
 Two cycles of one pod never overlap: a verb that would start a cycle of a pod whose
 last bind still runs (kube-scheduler gave up on that bind when its HTTP call timed out)
@@ -70,8 +72,6 @@ Assignments are kept by pod, so overlapping cycles could not tell their calls ap
 
 from __future__ import annotations
 
-import contextlib
-import math
 import secrets
 import threading
 import time
@@ -84,10 +84,10 @@ import pykka
 from wasm_scheduler.actors.handle import KubeObject
 from wasm_scheduler.adapters.extender import protocol
 from wasm_scheduler.adapters.extender.binder import Binder, NoBinder
+from wasm_scheduler.adapters.extender.ledger import BindVerdict, CycleLedger, Footprint, PodCycle
 from wasm_scheduler.adapters.extender.nodes import (
     CycleNodes,
     KnownNodes,
-    LiveNodes,
     NodeCache,
     NodeSource,
     RequestHandle,
@@ -131,18 +131,6 @@ class ServedProfile:
                    framework_of(scheduler_name, [(wp.plugin, wp.weight) for wp in plugins]))
 
 
-@dataclass(frozen=True)
-class Footprint:
-    """What the service keeps now (`ExtenderService.footprint`): every count falls to 0 once
-    the pods in flight are bound or given up."""
-
-    held: int
-    binding: int
-    passed_through: int
-    slot: int
-    live_nodes: int
-
-
 #: The outcomes `ExtenderService.bind_counts` tallies: a Binding created (by the API or a wasm
 #: Bind plugin), a binding cycle that failed (a plugin, or the API, said no), a bind refused
 #: before any plugin ran (no cycle here, another pod, a node its filter did not pass).
@@ -154,52 +142,6 @@ def scheduler_name_of(pod: KubeObject) -> str:
     spec = pod.get("spec")
     name = spec.get("schedulerName") if isinstance(spec, Mapping) else None
     return name if isinstance(name, str) and name else DEFAULT_SCHEDULER_NAME
-
-
-@dataclass
-class _Cycle:
-    """One pod's scheduling cycle here, from the verb that began it (its PreFilter) to its
-    bind. It keeps no request's nodes: its binding cycle reads the latest object of each
-    node (`ExtenderService._bind_nodes`), so held pods cost no node list each."""
-
-    pod: KubeObject
-    uid: str
-    #: Its CycleState (what its plugins asked to skip), with no request's handle.
-    state: CycleState
-    #: The profile whose plugins run the cycle (the pod's schedulerName).
-    profile: ServedProfile
-    #: What PreFilter said, and the nodes it allows (None: all).
-    pre_filter: Status = SUCCESS
-    subset: frozenset[str] | None = None
-    #: The nodes its bind may name: those that passed its filter (or that its prioritize
-    #: scored, when no filter verb began the cycle).
-    feasible: frozenset[str] = frozenset()
-    #: The nodes it refers to in the service's `LiveNodes` (requests with whole nodes): all
-    #: its filter's while it has the slot (a preempt may follow), those it may bind to once held.
-    nodes: frozenset[str] = frozenset()
-    #: Set when the cycle ends (bound, given up, its slot taken): it then refers to no node.
-    ended: bool = False
-    #: Why its prioritize failed ("" if it did not): kube-scheduler ignores a failed
-    #: prioritize and binds without this extender's scores, so its bind is refused.
-    scoring_failed: str = ""
-
-
-@dataclass
-class _AwaitingBind:
-    """A pod held for its bind, until `deadline`."""
-
-    cycle: _Cycle
-    deadline: float
-
-
-@dataclass
-class _PassedThrough:
-    """A pod of a profile this extender does not serve, passed by its filter, until its bind
-    (or `deadline`): its bind creates the Binding through the API, to a node of that filter."""
-
-    pod: str
-    feasible: frozenset[str]
-    deadline: float
 
 
 def _why(point: str, status: Status) -> str:
@@ -241,27 +183,14 @@ class ExtenderService:
         self.expect_bind = expect_bind
         self.bind_timeout_s = bind_timeout_s
         self.clock = clock
-        # Adapter bookkeeping shared by the HTTP threads (no guest instance behind it).
+        #: Where each pod's cycle is (the slot, held, binding), the pods passed through, the
+        #: nodes their cycles refer to, and until when: the one owner of all of it.
+        self.ledger = CycleLedger(bind_timeout_s, clock)
+        # The service's own tallies, shared by the HTTP threads.
         self._lock = threading.Lock()
-        #: The cycle that has the scheduling slot now (begun, not held for its bind), and when it
-        #: is given up if no verb of it comes (infinite while one runs).
-        self._slot: _Cycle | None = None
-        self._slot_deadline = math.inf
-        self._awaiting: dict[str, _AwaitingBind] = {}
-        #: Pods whose bind runs now (no new cycle of such a pod starts; a pod has one hold,
-        #: so one bind of it at a time registers here).
-        self._binding: set[str] = set()
-        #: Pods of profiles not served here that a filter passed, until their bind.
-        self._passed: dict[str, _PassedThrough] = {}
-        #: Has any bind come since start? (A bind timeout with none hints at a missing bindVerb.)
-        self._bind_seen = False
         #: Binds answered since start, by outcome (`BIND_OUTCOMES`), under the lock.
         self._binds = dict.fromkeys(BIND_OUTCOMES, 0)
         self._said_no_filter = False
-        #: The latest object of each node a live cycle refers to, from requests that carried
-        #: whole nodes (not node-cache-capable): what a binding cycle's guest and a preempt read.
-        #: One object a node name, however many pods wait, and none once no cycle refers to it.
-        self._live = LiveNodes()
         self._known = KnownNodes()
         #: Has any filter come since start? (A refused bind with none hints at a missing
         #: filterVerb; with one, a prioritize never begins a cycle.)
@@ -302,83 +231,48 @@ class ExtenderService:
             known = self.node_cache.nodes
         return self._known.of(args.node_names, known)
 
-    def _refer(self, cycle: _Cycle, args: protocol.ExtenderArgs) -> None:
+    def _refer(self, cycle: PodCycle, args: protocol.ExtenderArgs) -> None:
         """The cycle refers to the whole nodes its request carried (their latest objects)."""
-        if args.nodes is None:
-            return
-        with self._lock:
-            if not cycle.ended:
-                cycle.nodes = self._live.refer(cycle.nodes, args.node_names, args.nodes)
+        if args.nodes is not None:
+            self.ledger.refer(cycle, args.node_names, args.nodes)
 
-    def _end_locked(self, cycle: _Cycle) -> None:
-        """The cycle is over here: it refers to no node any more. (Holding the lock.)"""
-        if cycle.ended:
-            return
-        cycle.ended = True
-        names, cycle.nodes = cycle.nodes, frozenset()
-        self._live.forget(names)
-
-    def _bind_nodes(self, cycle: _Cycle) -> Mapping[str, KubeObject]:
+    def _bind_nodes(self, cycle: PodCycle) -> Mapping[str, KubeObject]:
         """What a binding cycle's guest reads: the latest object of each node its cycle refers
         to, then the node source's (a view, made into a list only if the guest lists the nodes)."""
-        return CycleNodes(cycle.nodes, self._live, self.node_cache.nodes)
+        return CycleNodes(cycle.nodes, self.ledger.live, self.node_cache.nodes)
 
-    def _cycle_of(self, pod: KubeObject) -> _Cycle | None:
+    def _cycle_of(self, pod: KubeObject) -> PodCycle | None:
         """The pod's cycle under way here (held for its bind, or in the slot), if any."""
-        uid, _name = pod_key(pod)
-        with self._lock:
-            held = self._awaiting.get(uid)
-            if held is not None:
-                return held.cycle
-            slot = self._slot
-            return slot if slot is not None and slot.uid == uid else None
+        return self.ledger.cycle_of(pod_key(pod)[0])
 
-    def _lend(self, cycle: _Cycle, handle: RequestHandle) -> CycleState:
+    def _lend(self, cycle: PodCycle, handle: RequestHandle) -> CycleState:
         """The cycle's state for one request, with that request's handle (a cycle in the slot
         is not given up while the request runs)."""
-        with self._lock:
-            if self._slot is cycle:
-                self._slot_deadline = math.inf
+        self.ledger.verb_started(cycle)
         state = cycle.state.clone()
         state.handle = handle
         return state
 
-    def _done(self, cycle: _Cycle) -> None:
-        """A verb of the cycle answered: a cycle still in the slot is given up if nothing more of it
-        comes within the bind timeout."""
-        with self._lock:
-            if self._slot is cycle:
-                self._slot_deadline = self.clock() + self.bind_timeout_s
+    def _done(self, cycle: PodCycle) -> None:
+        """A verb of the cycle answered (`CycleLedger.verb_done`)."""
+        self.ledger.verb_done(cycle)
 
-    def _begin(self, pod: KubeObject, handle: RequestHandle, profile: ServedProfile) -> tuple[_Cycle, CycleState]:
+    def _begin(self, pod: KubeObject, handle: RequestHandle, profile: ServedProfile) -> tuple[PodCycle, CycleState]:
         """A new scheduling cycle, in the slot: PreFilter of every plugin of the pod's profile
         (`Framework.run_pre_filter`). (The cycle, its state lent to this request.)"""
         uid, name = pod_key(pod)
         state = CycleState(handle)
-        with self._lock:
-            if uid in self._binding:
-                # kube-scheduler gave up on the pod's last bind (its call timed out) and
-                # schedules the pod again while that bind still runs here. Assignments are
-                # kept by pod, so two overlapping cycles of one pod could not tell their
-                # calls apart: this one is refused at once, and the scheduler retries the
-                # pod with backoff, by when the old bind has ended. (Checked in the same
-                # locked step that starts the cycle: a bind cannot slip in between.)
-                log.warning("extender.bind_still_running", pod=name, pod_uid=uid)
-                raise ExtenderCallError(f"the last bind of pod {name} is still running; retry later")
-            abandoned = self._awaiting.pop(uid, None)
-            if abandoned is not None:
-                self._end_locked(abandoned.cycle)
-            previous = self._slot
-            if previous is not None:
-                self._end_locked(previous)
-            cycle = self._slot = _Cycle(pod, uid, state, profile)
-            self._slot_deadline = math.inf
-        if abandoned is not None:
-            self._release(abandoned.cycle, "filtered again before bind")
+        began = self.ledger.begin(pod, uid, state, profile)
+        if began is None:  # the pod's last bind still runs (`CycleLedger.begin`)
+            log.warning("extender.bind_still_running", pod=name, pod_uid=uid)
+            raise ExtenderCallError(f"the last bind of pod {name} is still running; retry later")
+        cycle, previous = began.cycle, began.previous
+        if began.abandoned is not None:
+            began.abandoned.release("filtered again before bind")
         if previous is not None and previous.profile is not profile:
             # The next pod of the same profile takes the slot's instances over (the supervisor
             # reassigns them); another profile's plugins never see this pod, so they let go now.
-            self._release(previous, "the next pod's cycle began")
+            previous.release("the next pod's cycle began")
         try:
             cycle.subset, cycle.pre_filter = profile.framework.run_pre_filter(state, pod)
         except BaseException:
@@ -388,20 +282,13 @@ class ExtenderService:
         cycle.state.handle = None  # the request's nodes are not kept with the cycle
         return cycle, state
 
-    def _release(self, cycle: _Cycle, why: str) -> None:
-        for wp in cycle.profile.plugins:
-            with contextlib.suppress(pykka.ActorDeadError):  # a stopped plugin holds nothing
-                wp.plugin.release(cycle.pod, why)
-
     # --- pods of profiles not served here -------------------------------------------------
 
     def _pass_filter(self, args: protocol.ExtenderArgs) -> dict[str, Any]:
         """A pod of a profile not served here: every node passes; its bind may follow."""
         uid, name = pod_key(args.pod)
         if self.expect_bind:
-            with self._lock:
-                self._passed[uid] = _PassedThrough(name, frozenset(args.node_names),
-                                                   self.clock() + self.bind_timeout_s)
+            self.ledger.pass_filter(uid, name, args.node_names)
         log.debug("extender.passed_through", verb="filter", pod=name, pod_uid=uid,
                   scheduler_name=scheduler_name_of(args.pod))
         return protocol.filter_result(list(args.node_names), args.nodes, {}, {})
@@ -411,13 +298,7 @@ class ExtenderService:
         begins what its bind needs)."""
         uid, name = pod_key(args.pod)
         if self.expect_bind:
-            with self._lock:
-                passed = self._passed.get(uid)
-                if passed is not None:
-                    passed.deadline = self.clock() + self.bind_timeout_s
-                elif not self._filter_seen:
-                    self._passed[uid] = _PassedThrough(name, frozenset(args.node_names),
-                                                       self.clock() + self.bind_timeout_s)
+            self.ledger.pass_prioritize(uid, name, args.node_names, self._filter_seen)
         log.debug("extender.passed_through", verb="prioritize", pod=name, pod_uid=uid,
                   scheduler_name=scheduler_name_of(args.pod))
         return protocol.host_priority_list(dict.fromkeys(args.node_names, 0))
@@ -455,7 +336,7 @@ class ExtenderService:
         finally:
             self._done(cycle)
 
-    def _filter(self, cycle: _Cycle, state: CycleState, args: protocol.ExtenderArgs, infos: list[RequestNode],
+    def _filter(self, cycle: PodCycle, state: CycleState, args: protocol.ExtenderArgs, infos: list[RequestNode],
                 unresolvable: dict[str, str]) -> dict[str, Any]:
         names = [info.name for info in infos]
         failed: dict[str, str] = {}
@@ -485,7 +366,7 @@ class ExtenderService:
         if feasible and self.expect_bind:
             # kube-scheduler may bind now without a prioritize (one feasible node), and the
             # next pod's filter may come first: the pod's instance leaves the slot here.
-            self._hold_for_bind(cycle)
+            self.ledger.hold_for_bind(cycle)
         return protocol.filter_result(feasible, args.nodes, failed, unresolvable)
 
     def prioritize(self, args: protocol.ExtenderArgs) -> list[dict[str, Any]]:
@@ -507,9 +388,7 @@ class ExtenderService:
             # A prioritize follows its pod's filter in the same cycle: this one came after
             # the cycle ended (the pod's bind, or the bind timeout). No cycle starts for it.
             uid, name = pod_key(args.pod)
-            with self._lock:
-                binding = uid in self._binding
-            if binding:
+            if self.ledger.binding_now(uid):
                 raise ExtenderCallError(f"the last bind of pod {name} is still running; retry later")
             raise ExtenderCallError(f"pod {name} has no scheduling cycle in this extender (its cycle ended, or "
                                     "its filter did not come); no scores")
@@ -531,7 +410,7 @@ class ExtenderService:
             return scores + protocol.host_priority_list(dict.fromkeys(unknown, 0)) if unknown else scores
         finally:
             if self.expect_bind:  # kube-scheduler binds even when prioritize failed (it ignores the error)
-                self._hold_for_bind(cycle)
+                self.ledger.hold_for_bind(cycle)
             self._done(cycle)
 
     def _scores(self, framework: Framework[RequestNode], pod: KubeObject, state: CycleState,
@@ -551,85 +430,45 @@ class ExtenderService:
              for n, total in zip(table.names, table.totals(), strict=True)}
         )
 
-    def _hold_for_bind(self, cycle: _Cycle) -> None:
-        """The pod's instance moves to the binding map until its bind (or the timeout); the
-        cycle refers only to the nodes its bind may name from now on."""
-        with self._lock:
-            held = self._awaiting.get(cycle.uid)
-            if held is not None and held.cycle is cycle:  # held since its filter: prioritize keeps it there
-                held.deadline = self.clock() + self.bind_timeout_s
-                return
-            if self._slot is not cycle:
-                return  # the slot went to another pod, or the cycle was released meanwhile
-            for wp in cycle.profile.plugins:
-                wp.plugin.hold_for_binding(cycle.pod)
-            dropped = cycle.nodes - cycle.feasible
-            if dropped:
-                cycle.nodes = cycle.nodes & cycle.feasible
-                self._live.forget(dropped)
-            self._awaiting[cycle.uid] = _AwaitingBind(cycle, self.clock() + self.bind_timeout_s)
-            self._slot = None
-
     def bind(self, args: protocol.BindingArgs) -> dict[str, Any]:
         uid = args.pod_uid
         pod = f"{args.pod_namespace}/{args.pod_name}"
+        claim = self.ledger.claim_bind(args)
+        cycle, passed, verdict = claim.cycle, claim.passed, claim.verdict
+        refusal = ""
         first_without_filter = False
-        passed: _PassedThrough | None = None
-        given_up: _Cycle | None = None
-        with self._lock:
-            self._bind_seen = True
-            held = self._awaiting.get(uid)
-            slot = self._slot if self._slot is not None and self._slot.uid == uid else None
-            cycle = held.cycle if held is not None else slot
-            if cycle is None and uid in self._passed:
-                passed = self._passed[uid]
-                if passed.pod != pod:
-                    refusal = f"bind of {pod} names uid {uid}, which this extender passed through as {passed.pod}"
-                elif args.node not in passed.feasible:
-                    refusal = f"node {args.node} was not in the filter of pod {pod}"
-                else:
-                    refusal = ""
-                    del self._passed[uid]
-            elif cycle is None:
-                refusal = (f"pod {pod} (uid {uid}) has no scheduling cycle in this extender (it restarted, or the "
-                           "bind came after the bind timeout); retry the pod")
-                if not self._filter_seen:
-                    # kube-scheduler skips prioritize when one node is feasible, so without a
-                    # filter verb such a pod's bind is the first call this extender sees.
-                    refusal += ("; no filter has come since the extender started: an extender entry with a "
-                                "bindVerb needs a filterVerb")
+        if verdict is BindVerdict.UNKNOWN:
+            refusal = (f"pod {pod} (uid {uid}) has no scheduling cycle in this extender (it restarted, or the "
+                       "bind came after the bind timeout); retry the pod")
+            if not self._filter_seen:
+                # kube-scheduler skips prioritize when one node is feasible, so without a
+                # filter verb such a pod's bind is the first call this extender sees.
+                refusal += ("; no filter has come since the extender started: an extender entry with a "
+                            "bindVerb needs a filterVerb")
+                with self._lock:
                     first_without_filter = not self._said_no_filter
                     self._said_no_filter = True
-            elif not _same_pod(cycle.pod, args):
+        elif verdict is BindVerdict.OTHER_POD:
+            if cycle is not None:
                 refusal = (f"bind of {pod} names uid {uid}, which this extender "
-                           f"{'scheduled' if held is not None else 'schedules'} as {pod_key(cycle.pod)[1]}")
-            elif args.node not in cycle.feasible:
+                           f"{'scheduled' if claim.held else 'schedules'} as {pod_key(cycle.pod)[1]}")
+            else:
+                assert passed is not None
+                refusal = f"bind of {pod} names uid {uid}, which this extender passed through as {passed.pod}"
+        elif verdict is BindVerdict.NODE_NOT_FILTERED:
+            if cycle is not None:
                 refusal = f"node {args.node} did not pass this extender's filter for pod {pod}"
                 if not cycle.pre_filter.ok:
                     refusal += f" ({_why('PreFilter', cycle.pre_filter)})"
-            elif cycle.scoring_failed:
-                # In-process, a Score error fails the cycle and the pod is retried; kube-scheduler
-                # instead binds without a failed extender's scores. Refusing the bind retries the
-                # pod, as the plugin's own host would (docs/extender.md).
-                refusal = (f"the prioritize of pod {pod} failed ({cycle.scoring_failed}): the pod is retried "
-                           "rather than bound without its scores")
-                if held is not None:
-                    del self._awaiting[uid]
-                else:
-                    self._slot = None
-                self._end_locked(cycle)
-                given_up = cycle
             else:
-                refusal = ""
-                if held is None:
-                    # Its cycle still has the slot (no prioritize, and held nowhere yet): it
-                    # moves to binding now, before anything else can take the slot.
-                    for wp in cycle.profile.plugins:
-                        wp.plugin.hold_for_binding(cycle.pod)
-                    self._slot = None
-                else:
-                    del self._awaiting[uid]
-                self._binding.add(uid)
+                refusal = f"node {args.node} was not in the filter of pod {pod}"
+        elif verdict is BindVerdict.SCORING_FAILED:
+            assert cycle is not None
+            # In-process, a Score error fails the cycle and the pod is retried; kube-scheduler
+            # instead binds without a failed extender's scores. Refusing the bind retries the
+            # pod, as the plugin's own host would (docs/extender.md).
+            refusal = (f"the prioritize of pod {pod} failed ({cycle.scoring_failed}): the pod is retried "
+                       "rather than bound without its scores")
         if refusal:
             if first_without_filter:
                 log.warning("extender.bind_without_filter",
@@ -638,11 +477,11 @@ class ExtenderService:
             log.warning("extender.bind_refused", pod=pod, pod_uid=uid, node=args.node, reason=refusal)
             with self._lock:
                 self._binds["refused"] += 1
-            if given_up is not None:
-                self._release(given_up, "prioritize failed")
+            if verdict is BindVerdict.SCORING_FAILED and cycle is not None:
+                cycle.release("prioritize failed")
             return {"Error": refusal}
         answer: dict[str, Any] = {"Error": "raised"}  # an exception: failed
-        if passed is not None:
+        if verdict is BindVerdict.BIND_PASSED:
             answer = self._bind_passed(args)
             with self._lock:
                 self._binds["failed" if answer["Error"] else "created"] += 1
@@ -652,12 +491,11 @@ class ExtenderService:
             answer = self._binding_cycle(cycle, args)
             return answer
         finally:
+            self.ledger.bind_finished(cycle)
             with self._lock:
-                self._binding.discard(uid)
-                self._end_locked(cycle)
                 self._binds["failed" if answer["Error"] else "created"] += 1
 
-    def _binding_cycle(self, cycle: _Cycle, args: protocol.BindingArgs) -> dict[str, Any]:
+    def _binding_cycle(self, cycle: PodCycle, args: protocol.BindingArgs) -> dict[str, Any]:
         """Reserve, Permit, PreBind, Bind, PostBind of a held pod; every Reserve plugin's
         Unreserve on a failure, or on an exception (a bug of ours or a binder's), so the pod's
         instances go back to their pools whatever happens. A bind the shutdown overtook (the
@@ -703,7 +541,7 @@ class ExtenderService:
             try:
                 return fail(f"internal error (error id {error_id})")
             except Exception:  # noqa: BLE001 - the Unreserve failed too: the instances go back regardless
-                self._release(cycle, "internal error")
+                cycle.release("internal error")
                 return {"Error": f"internal error (error id {error_id})"}
         try:
             framework.run_post_bind(state, pod, node)
@@ -711,7 +549,7 @@ class ExtenderService:
             if not self._stopped_under(exc):
                 log.error("extender.internal_error", verb="bind", point="PostBind", error_id=secrets.token_hex(6),
                           exc_info=exc)
-            self._release(cycle, "internal error")  # every PostBind ran (`Framework._every`); a no-op then
+            cycle.release("internal error")  # every PostBind ran (`Framework._every`); a no-op then
         log.info("cycle.finished", phase="binding", pod=who, pod_uid=args.pod_uid, outcome="bound", node=node,
                  bound_by=bound_by)
         return {"Error": ""}
@@ -740,7 +578,7 @@ class ExtenderService:
         if args.meta_only and any(name not in source for name in args.victims):
             self.node_cache.refresh()
             source = self.node_cache.nodes
-        known = {name: source.get(name) if args.meta_only else (source.get(name) or self._live.get(name))
+        known = {name: source.get(name) if args.meta_only else (source.get(name) or self.ledger.live.get(name))
                  for name in args.victims}
         handle = RequestHandle({n: node for n, node in known.items() if node is not None})
         cycle = self._cycle_of(args.pod)
@@ -799,38 +637,25 @@ class ExtenderService:
             self.trim_wire_caches()
 
     def reclaim_expired(self) -> int:
-        """Give up the pods whose bind (or next verb) has not come within the bind timeout; the
-        number of held pods given up."""
-        now = self.clock()
-        with self._lock:
-            expired = [(uid, a) for uid, a in self._awaiting.items() if a.deadline <= now]
-            for uid, awaiting in expired:
-                del self._awaiting[uid]
-                self._end_locked(awaiting.cycle)
-            for uid in [uid for uid, p in self._passed.items() if p.deadline <= now]:
-                del self._passed[uid]
-            stale = self._slot if self._slot is not None and self._slot_deadline <= now else None
-            if stale is not None:
-                self._slot, self._slot_deadline = None, math.inf
-                self._end_locked(stale)
-            hint = bool(expired) and not self._bind_seen
-            self._bind_seen = self._bind_seen or hint  # said once
-        if hint:
-            log.warning("extender.no_bind_seen", pods=len(expired), timeout_s=self.bind_timeout_s,
+        """Give up the pods whose bind (or next verb) has not come within the bind timeout
+        (`CycleLedger.reclaim`); the number of held pods given up."""
+        reclaimed = self.ledger.reclaim()
+        if reclaimed.no_bind_seen:
+            log.warning("extender.no_bind_seen", pods=len(reclaimed.expired), timeout_s=self.bind_timeout_s,
                         reason="pods reached the bind timeout and no bind has come since the extender started: "
                                "if kube-scheduler's extender entry has no bindVerb, start the extender with "
                                "--no-bind")
-        for uid, awaiting in expired:
+        for uid, cycle in reclaimed.expired:
             log.warning("assignment.bind_timeout", pod_uid=uid, timeout_s=self.bind_timeout_s)
-            self._release(awaiting.cycle, "no bind within the bind timeout")
-        if stale is not None:
-            self._release(stale, "no call of its cycle within the bind timeout")
-        return len(expired)
+            cycle.release("no bind within the bind timeout")
+        if reclaimed.stale is not None:
+            reclaimed.stale.release("no call of its cycle within the bind timeout")
+        return len(reclaimed.expired)
 
     def trim_wire_caches(self) -> None:
         """Each plugin's encoded nodes are kept only for the nodes still live here (the node
         source's, and those a cycle in flight refers to)."""
-        source, live = self.node_cache.nodes, self._live
+        source, live = self.node_cache.nodes, self.ledger.live
 
         def live_node(name: str, node: Any) -> bool:
             return node is source.get(name) or node is live.get(name)
@@ -844,14 +669,11 @@ class ExtenderService:
             return dict(self._binds)
 
     def awaiting_bind(self) -> int:
-        with self._lock:
-            return len(self._awaiting)
+        return self.ledger.awaiting_bind()
 
     def footprint(self) -> Footprint:
         """What the service keeps now."""
-        with self._lock:
-            return Footprint(len(self._awaiting), len(self._binding), len(self._passed),
-                             int(self._slot is not None), len(self._live))
+        return self.ledger.footprint()
 
 
 class ExtenderCallError(Exception):
@@ -863,12 +685,6 @@ def assumed_pod(pod: KubeObject, node: str) -> KubeObject:
     with `spec.nodeName` set to the chosen node (`schedulingCycle` assumes it there)."""
     spec = pod.get("spec")
     return {**pod, "spec": {**(spec if isinstance(spec, dict) else {}), "nodeName": node}}
-
-
-def _same_pod(pod: KubeObject, args: protocol.BindingArgs) -> bool:
-    """Does the bind name the pod this extender scheduled under that UID?"""
-    meta = pod.get("metadata", {})
-    return (meta.get("namespace") or "default") == args.pod_namespace and meta.get("name", "") == args.pod_name
 
 
 __all__ = ["ExtenderService", "WeightedPlugin", "ServedProfile", "Footprint", "ExtenderCallError"]
