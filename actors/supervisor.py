@@ -256,8 +256,13 @@ class SupervisorActor(MailboxActor):
     # --- transitions -------------------------------------------------------------------
 
     def _begin_cycle(self, msg: BeginCycle) -> Began | Lost:
+        ended = ""  # the pod whose cycle the first turn ended (a later turn ends only this pod's)
         while True:
             answer = self._assign_slot(msg)
+            if isinstance(answer, Began):
+                ended = ended or answer.ended_pod_uid
+                if answer.ended_pod_uid != ended:
+                    answer = Began(answer.assigned, ended)
             if msg.invoke is None or isinstance(answer, Lost):
                 break
             try:  # never waited for here: the actor answers the caller
