@@ -70,11 +70,18 @@ class CallContext:
     #: Status reasons the guest set, by node index.
     batch_reasons: dict[int, str] | None = None
 
+    #: `log_fields`, made on first use (a guest that logs per node asks once per node).
+    _log_fields: dict[str, str] | None = None
+
     @property
     def log_fields(self) -> dict[str, str]:
-        """The context every log line of this call carries."""
-        uid = str(self.pod.get("metadata", {}).get("uid", "")) if self.pod is not None else ""
-        return {"extension_point": self.export, "pod": self.pod_name, "pod_uid": uid, "phase": self.phase}
+        """The context every log line of this call carries (callers copy it, never edit it)."""
+        fields = self._log_fields
+        if fields is None:
+            uid = str(self.pod.get("metadata", {}).get("uid", "")) if self.pod is not None else ""
+            fields = {"extension_point": self.export, "pod": self.pod_name, "pod_uid": uid, "phase": self.phase}
+            self._log_fields = fields
+        return fields
 
     @property
     def pod_name(self) -> str:

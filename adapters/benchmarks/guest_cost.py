@@ -3,7 +3,8 @@
 Run it as
 
     python -m wasm_scheduler.adapters.benchmarks.guest_cost [--nodes 500] [--pods 1000]
-        [--guest NAME=GUEST.wasm ...] [--log-level warning] [--rounds 2] [--output table|json]
+        [--guest NAME=GUEST.wasm ...] [--log-level warning] [--log-format console|json]
+        [--rounds 2] [--output table|json]
 
 This module owns one on-demand figure. `simulate` schedules the workload of `wasm-scheduler
 bench` (`adapters.benchmarks.workload`: scheduler_perf's SchedulingBasic shape, ``nodes``
@@ -49,7 +50,7 @@ from wasm_scheduler.adapters.benchmarks.workload import Workload, documents
 from wasm_scheduler.adapters.framework.cluster import Cluster, cluster_from_objects
 from wasm_scheduler.adapters.framework.config import API_VERSION, KIND, config_from_dict
 from wasm_scheduler.adapters.framework.simulation import simulate
-from wasm_scheduler.adapters.logs import LEVELS, configure_logging
+from wasm_scheduler.adapters.logs import FORMATS, LEVELS, configure_logging
 from wasm_scheduler.registry.compiler import GuestCompiler
 
 #: The instance's extension points (GuestInstance methods) whose CPU counts as the guest's.
@@ -201,6 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a guest enabled as NodeNumber is (repeat it; default: the project's example)")
     parser.add_argument("--log-level", choices=LEVELS, default="warning",
                         help="least severe line written (default: warning, as the CLI's)")
+    parser.add_argument("--log-format", choices=FORMATS, default="console", help="as the CLI's (default: console)")
     parser.add_argument("--output", choices=("table", "json"), default="table")
     args = parser.parse_args(argv)
     if args.nodes < 1 or args.pods < 1 or args.rounds < 1:
@@ -208,14 +210,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     guests = dict(args.guest or [("nodenumber-wat", guest_path())])
     if BASELINE in guests:
         parser.error(f"{BASELINE!r} names the run without a guest: give the guest another name")
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     workload = Workload(nodes=args.nodes, init_pods=args.nodes, pods=args.pods)
     costs = measure(guests, workload, args.rounds, lambda line: print(line, file=sys.stderr, flush=True))
     if args.output == "json":
         print(json.dumps({"machine": _machine(), "workload": asdict(workload), "log_level": args.log_level,
+                          "log_format": args.log_format,
                           "costs": [asdict(cost) for cost in costs]}, indent=2))
         return 0
-    print(f"{workload.nodes} nodes, {workload.pods} pending pods, log level {args.log_level}; "
+    print(f"{workload.nodes} nodes, {workload.pods} pending pods, log level {args.log_level} ({args.log_format}); "
           f"best of {args.rounds} rounds; CPU ms per pod")
     print(f"{'guest':20} {'total':>7} {'plugin':>7} {'guest':>7} {'host fn':>7} {'hand-offs':>9}  top host functions")
     for cost in costs:
