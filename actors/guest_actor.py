@@ -19,7 +19,6 @@ import pykka
 
 from wasm_scheduler.actors.guest_instance import GuestInstance
 from wasm_scheduler.actors.kube.wire_cache import WireCache
-from wasm_scheduler.actors.log_level import DEBUG, enabled
 from wasm_scheduler.actors.mailbox import MailboxActor
 from wasm_scheduler.framework_api import (
     DEFAULT_CLUSTER_EVENTS,
@@ -34,7 +33,7 @@ from wasm_scheduler.framework_api import (
     ScoreResult,
     Status,
 )
-from wasm_scheduler.logger import get_logger
+from wasm_scheduler.logger import DEBUG, enabled, get_logger
 from wasm_scheduler.registry.compiler import CompiledGuest
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError

@@ -32,7 +32,6 @@ from wasm_scheduler.actors.fast_call import (
     make_export_caller,
 )
 from wasm_scheduler.actors.guest_memory import GuestFault, GuestMemory
-from wasm_scheduler.actors.handle import FrameworkHandle, KubeObject
 from wasm_scheduler.actors.host_functions import CallContext, HostFunctions
 from wasm_scheduler.actors.kube.codec import KubeCodecError
 from wasm_scheduler.actors.kube.wire_cache import WireCache
@@ -57,6 +56,7 @@ from wasm_scheduler.registry.compiler import CompiledGuest, deadline_ticks
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError
 from wasm_scheduler.registry.guest_abi import EXPORT_RESULTS
+from wasm_scheduler.vocabulary import FrameworkHandle, KubeObject
 
 log = get_logger("actors.instance")
 

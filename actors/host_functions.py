@@ -26,13 +26,12 @@ from typing import Any
 
 from wasm_scheduler.actors.go_json import GoJSONError, go_cstrings, go_event, go_score_map, go_text
 from wasm_scheduler.actors.guest_memory import GuestFault, GuestMemory
-from wasm_scheduler.actors.handle import FrameworkHandle, KubeObject, pod_name
 from wasm_scheduler.actors.kube.codec import encode_pod
 from wasm_scheduler.actors.kube.wire_cache import WireCache
-from wasm_scheduler.actors.log_level import enabled
 from wasm_scheduler.framework_api import ClusterEvent
-from wasm_scheduler.logger import get_logger
+from wasm_scheduler.logger import enabled, get_logger
 from wasm_scheduler.registry.guest_abi import HOST_IMPORTS
+from wasm_scheduler.vocabulary import FrameworkHandle, KubeObject, pod_name
 
 #: Largest result a guest may hand over in one call (a node-name list, a score map...).
 MAX_RESULT_BYTES = 16 * 1024 * 1024

@@ -36,7 +36,7 @@ import contextlib
 import secrets
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pykka
 
@@ -50,7 +50,6 @@ from wasm_scheduler.actors.guest_actor import (
     Invoke,
     Replied,
 )
-from wasm_scheduler.actors.handle import EmptyHandle, FrameworkHandle, KubeObject, pod_name, pod_uid
 from wasm_scheduler.actors.kube.codec import KubeCodecError
 from wasm_scheduler.actors.kube.wire_cache import WireCache
 from wasm_scheduler.actors.mailbox import ReplyFuture
@@ -92,9 +91,7 @@ from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.compiler import CompiledGuest, GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError
-
-if TYPE_CHECKING:  # the framework package imports this module
-    from wasm_scheduler.adapters.framework.cycle_state import CycleState
+from wasm_scheduler.vocabulary import CycleStateView, EmptyHandle, FrameworkHandle, KubeObject, pod_name, pod_uid
 
 log = get_logger("adapters.wasm_plugin")
 
@@ -220,7 +217,7 @@ class WasmPlugin:
 
     # --- plumbing ----------------------------------------------------------------------
 
-    def _handle(self, state: CycleState | None) -> FrameworkHandle:
+    def _handle(self, state: CycleStateView | None) -> FrameworkHandle:
         """The handle of this call: one the cycle state carries (the extender's, per request),
         else the plugin's own."""
         if state is None or state.handle is None:
@@ -347,7 +344,7 @@ class WasmPlugin:
 
     # --- scheduling cycle --------------------------------------------------------------
 
-    def pre_filter(self, state: CycleState | None, pod: KubeObject) -> PreFilterResult:
+    def pre_filter(self, state: CycleStateView | None, pod: KubeObject) -> PreFilterResult:
         if not self._exports("prefilter"):
             uid, name = pod_key(pod)
             answer, _ = self._begin(uid, name)
@@ -355,7 +352,7 @@ class WasmPlugin:
         result = self._run(BeginCycle, "prefilter", (pod, self._handle(state)), pod, "scheduling")
         return PreFilterResult(result) if isinstance(result, Status) else result
 
-    def filter_nodes(self, state: CycleState | None, pod: KubeObject,
+    def filter_nodes(self, state: CycleStateView | None, pod: KubeObject,
                      nodes: Sequence[NamedNode | str]) -> dict[str, Status]:
         names = _names(nodes)
         result = self._run(Route, "filter", (pod, names, self._handle(state)), pod, "scheduling")
@@ -364,27 +361,27 @@ class WasmPlugin:
         assert isinstance(result, FilterResult)
         return result.as_dict()
 
-    def add_pod(self, state: CycleState | None, pod: KubeObject, pod_to_add: KubeObject,
+    def add_pod(self, state: CycleStateView | None, pod: KubeObject, pod_to_add: KubeObject,
                 node: NamedNode | str) -> Status:
         node_name = node if isinstance(node, str) else node.name
         args = (pod, pod_to_add, node_name, self._handle(state))
         result: Status = self._run(Route, "addpod", args, pod, "scheduling")
         return result
 
-    def remove_pod(self, state: CycleState | None, pod: KubeObject, pod_to_remove: KubeObject,
+    def remove_pod(self, state: CycleStateView | None, pod: KubeObject, pod_to_remove: KubeObject,
                    node: NamedNode | str) -> Status:
         node_name = node if isinstance(node, str) else node.name
         result: Status = self._run(Route, "removepod", (pod, pod_to_remove, node_name, self._handle(state)), pod,
                                    "scheduling")
         return result
 
-    def post_filter(self, state: CycleState | None, pod: KubeObject,
+    def post_filter(self, state: CycleStateView | None, pod: KubeObject,
                     statuses: Mapping[str, Status]) -> PostFilterResult:
         codes = {name: int(status.code) for name, status in statuses.items()}
         result = self._run(Route, "postfilter", (pod, codes, self._handle(state)), pod, "scheduling")
         return PostFilterResult(result) if isinstance(result, Status) else result
 
-    def pre_score(self, state: CycleState | None, pod: KubeObject, nodes: Sequence[NamedNode | str]) -> Status:
+    def pre_score(self, state: CycleStateView | None, pod: KubeObject, nodes: Sequence[NamedNode | str]) -> Status:
         """PreScore, and Score over the same nodes in the same message (a guest exporting
         prescore also exports score): Score then answers from what this call brought."""
         if not self._exports("prescore"):
@@ -398,27 +395,28 @@ class WasmPlugin:
             self._cycles.keep_scores(pod_key(pod)[0], EarlyScores(nodes, names, result.score))
         return result.prescore
 
-    def score_nodes(self, state: CycleState | None, pod: KubeObject, nodes: Sequence[NamedNode | str]) -> ScoreResult:
+    def score_nodes(self, state: CycleStateView | None, pod: KubeObject,
+                    nodes: Sequence[NamedNode | str]) -> ScoreResult:
         early = self._cycles.take_scores(pod_key(pod)[0])
         if early is not None and (early.nodes is nodes or early.names == _names(nodes)):
             return early.result
         result = self._run(Route, "score", (pod, _names(nodes), self._handle(state)), pod, "scheduling")
         return ScoreResult(result) if isinstance(result, Status) else result
 
-    def normalize_score(self, state: CycleState | None, pod: KubeObject,
+    def normalize_score(self, state: CycleStateView | None, pod: KubeObject,
                         scores: Sequence[NodeScore]) -> NormalizeScoreResult:
         if not self._exports("normalizescore"):
             return NormalizeScoreResult(self._success, tuple(scores))
         result = self._run(Route, "normalizescore", (pod, tuple(scores), self._handle(state)), pod, "scheduling")
         return NormalizeScoreResult(result) if isinstance(result, Status) else result
 
-    def reserve(self, state: CycleState | None, pod: KubeObject, node_name: str) -> Status:
+    def reserve(self, state: CycleStateView | None, pod: KubeObject, node_name: str) -> Status:
         if not self._exports("reserve"):
             return self._success
         result: Status = self._run(Route, "reserve", (pod, node_name, self._handle(state)), pod, "scheduling")
         return result
 
-    def permit(self, state: CycleState | None, pod: KubeObject, node_name: str) -> PermitResult:
+    def permit(self, state: CycleStateView | None, pod: KubeObject, node_name: str) -> PermitResult:
         if self._exports("permit"):
             result = self._run(Route, "permit", (pod, node_name, self._handle(state)), pod, "scheduling")
         else:
@@ -429,7 +427,7 @@ class WasmPlugin:
 
     # --- binding cycle (or the end of a failed scheduling cycle) ------------------------
 
-    def unreserve(self, state: CycleState | None, pod: KubeObject, node_name: str) -> None:
+    def unreserve(self, state: CycleStateView | None, pod: KubeObject, node_name: str) -> None:
         """Runs on the pod's own actor, wherever it is, then returns that actor to the pool."""
         status = self._success
         if self._exports("unreserve"):
@@ -439,15 +437,15 @@ class WasmPlugin:
         if not status.ok:
             self.log.warning("cycle.unreserve_failed", pod=name, pod_uid=uid, reason=status.reason)
 
-    def pre_bind(self, state: CycleState | None, pod: KubeObject, node_name: str) -> Status:
+    def pre_bind(self, state: CycleStateView | None, pod: KubeObject, node_name: str) -> Status:
         result: Status = self._run(Route, "prebind", (pod, node_name, self._handle(state)), pod, "binding")
         return result
 
-    def bind(self, state: CycleState | None, pod: KubeObject, node_name: str) -> Status:
+    def bind(self, state: CycleStateView | None, pod: KubeObject, node_name: str) -> Status:
         result: Status = self._run(Route, "bind", (pod, node_name, self._handle(state)), pod, "binding")
         return result
 
-    def post_bind(self, state: CycleState | None, pod: KubeObject, node_name: str) -> None:
+    def post_bind(self, state: CycleStateView | None, pod: KubeObject, node_name: str) -> None:
         """The last call of a successful binding cycle: the pod's actor returns to the pool."""
         uid, name = pod_key(pod)
         status = self._success

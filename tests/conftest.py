@@ -11,9 +11,9 @@ import pytest
 import structlog
 
 from wasm_scheduler.actors.guest_instance import GuestInstance
-from wasm_scheduler.actors.handle import EmptyHandle
 from wasm_scheduler.registry.compiler import CompiledGuest, GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
+from wasm_scheduler.vocabulary import EmptyHandle
 
 GUESTS = Path(__file__).parent / "guests"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -19,7 +19,6 @@ from tests.conftest import wat_guest
 from tests.probe import CALLS, EXPORT_IDS, LAST_EXPORT, RESULTS, SCRIPT, Script, results, word
 from wasm_scheduler.actors.guest_actor import Describe, GuestActor, InstanceBroken, InstanceInfo, Invoke
 from wasm_scheduler.actors.guest_instance import GuestInstance
-from wasm_scheduler.actors.handle import EmptyHandle
 from wasm_scheduler.actors.kube.wire_cache import WireCache
 from wasm_scheduler.framework_api import (
     DEFAULT_CLUSTER_EVENTS,
@@ -36,6 +35,7 @@ from wasm_scheduler.framework_api import (
 from wasm_scheduler.registry.compiler import CompiledGuest, GuestCompiler
 from wasm_scheduler.registry.config import LimitsConfig, PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError
+from wasm_scheduler.vocabulary import EmptyHandle
 
 POD = {"metadata": {"name": "web-0", "namespace": "shop", "uid": "uid-web-0"},
        "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}}

@@ -14,7 +14,6 @@ import pytest
 from tests.conftest import wat_guest
 from tests.probe import CALLS, EXPORT_IDS, HIGH, LAST_EXPORT, STATUS, Script, word
 from wasm_scheduler.actors.guest_instance import GuestInstance
-from wasm_scheduler.actors.handle import EmptyHandle
 from wasm_scheduler.framework_api import (
     ClusterEvent,
     Code,
@@ -29,6 +28,7 @@ from wasm_scheduler.framework_api import (
     Status,
 )
 from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.vocabulary import EmptyHandle
 
 POD = {"metadata": {"name": "web-0", "namespace": "shop", "uid": "uid-web-0"},
        "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}}

@@ -263,7 +263,7 @@ def test_the_wire_cache_forgets_a_pod_when_its_cycle_ends_and_nodes_no_longer_li
 def test_an_instance_remembers_no_more_node_names_than_its_recent_batches(compiler: GuestCompiler) -> None:
     from tests.test_node_loop import NAMED_GUEST, POD
     from wasm_scheduler.actors.guest_instance import GuestInstance
-    from wasm_scheduler.actors.handle import EmptyHandle
+    from wasm_scheduler.vocabulary import EmptyHandle
 
     guest = compiler.compile("named", "named.wat", NAMED_GUEST.encode())
     instance = GuestInstance(guest, PluginConfig("named", "named.wat"), "named-1")

@@ -15,10 +15,10 @@ from tests.conftest import GUESTS
 from tests.probe import BUF, HIGH, STATUS, Script
 from wasm_scheduler.actors.fast_call import FAST_PATH_AVAILABLE
 from wasm_scheduler.actors.guest_instance import GuestInstance
-from wasm_scheduler.actors.handle import EmptyHandle
 from wasm_scheduler.framework_api import Code, NodeScore
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import LimitsConfig, PluginConfig
+from wasm_scheduler.vocabulary import EmptyHandle
 
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}}
 

@@ -27,9 +27,9 @@ from tests.kube_decode import decode_node_list, decode_pod
 from tests.probe import CALLS, EXPORT_IDS, LAST_EXPORT, Script, read, results, word
 from wasm_scheduler.actors.guest_instance import GuestInstance
 from wasm_scheduler.actors.guest_memory import GuestMemory
-from wasm_scheduler.actors.handle import EmptyHandle, FrameworkHandle
 from wasm_scheduler.actors.kube.codec import encode_node, encode_node_list, encode_pod
 from wasm_scheduler.framework_api import ClusterEvent, Code, NodeScore, NominatingMode, Status
+from wasm_scheduler.vocabulary import EmptyHandle, FrameworkHandle
 
 DATA = Path(__file__).parent / "data"
 

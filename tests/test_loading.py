@@ -18,12 +18,12 @@ import pytest
 from tests.conftest import GUESTS, wat_guest
 from tests.probe import Script
 from wasm_scheduler.actors.guest_instance import GuestInstance
-from wasm_scheduler.actors.handle import EmptyHandle
 from wasm_scheduler.framework_api import Code, Status
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig, PluginConfigError
 from wasm_scheduler.registry.errors import GuestLoadError
 from wasm_scheduler.registry.source import MAX_REDIRECTS, GuestSource
+from wasm_scheduler.vocabulary import EmptyHandle
 
 PROBE = GUESTS / "probe.wat"
 PROBE_BYTES = PROBE.read_bytes()

@@ -1,4 +1,4 @@
-"""`actors.log_level.enabled`: asked before a hot path builds a log line."""
+"""`logger.enabled`: asked before a hot path builds a log line."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 
 import structlog
 
-from wasm_scheduler.actors.log_level import DEBUG, INFO, enabled
+from wasm_scheduler.logger import DEBUG, INFO, enabled
 
 
 def test_a_filtering_logger_answers_for_its_level() -> None:

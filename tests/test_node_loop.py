@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from wasm_scheduler.actors import node_loop
 from wasm_scheduler.actors.abi import high_words
 from wasm_scheduler.actors.guest_instance import GuestInstance
-from wasm_scheduler.actors.handle import EmptyHandle
 from wasm_scheduler.framework_api import Code, NodeScore, ScoreResult, Status, node_scores
 from wasm_scheduler.registry.compiler import CompiledGuest, GuestCompiler
 from wasm_scheduler.registry.config import LimitsConfig, PluginConfig
+from wasm_scheduler.vocabulary import EmptyHandle
 
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}}
 

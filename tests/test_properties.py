@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from tests.conftest import GUESTS
 from tests.probe import OPS, Script
 from wasm_scheduler.actors.guest_instance import GuestInstance
-from wasm_scheduler.actors.handle import EmptyHandle
 from wasm_scheduler.adapters.extender import protocol
 from wasm_scheduler.framework_api import Code
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
+from wasm_scheduler.vocabulary import EmptyHandle
 
 COMPILER = GuestCompiler()
 PROBE = COMPILER.compile("probe", "probe.wat", (GUESTS / "probe.wat").read_bytes())

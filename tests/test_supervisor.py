@@ -466,8 +466,8 @@ def test_an_idle_actor_keeps_nothing_of_its_last_call(checker_plugin) -> None:
     import gc
     import weakref
 
-    from wasm_scheduler.actors.handle import EmptyHandle
     from wasm_scheduler.adapters.framework.cycle_state import CycleState
+    from wasm_scheduler.vocabulary import EmptyHandle
 
     plugin = checker_plugin()
     handle = EmptyHandle()

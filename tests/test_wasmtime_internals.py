@@ -25,13 +25,13 @@ from tests.probe import Script
 from wasm_scheduler.actors import fast_call, wasmtime_internals
 from wasm_scheduler.actors.fast_call import ExportCaller
 from wasm_scheduler.actors.guest_instance import GuestInstance
-from wasm_scheduler.actors.handle import EmptyHandle
 from wasm_scheduler.actors.wasmtime_internals import Internals, internals, probe
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
 from wasm_scheduler.framework_api import Code, Status
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.testing import node, pod, run_cycle
+from wasm_scheduler.vocabulary import EmptyHandle
 
 ROOT = Path(__file__).resolve().parents[1]
 OWNER = ROOT / "actors" / "wasmtime_internals.py"

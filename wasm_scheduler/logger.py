@@ -15,6 +15,12 @@ test's warnings under "Captured log"), and nowhere at all otherwise.
 The choice is made for each line (a module's logger follows a structlog configured
 later), and once by `bind`: a bound logger keeps the choice made when it was bound,
 as structlog's own bound loggers keep the configuration of their time.
+
+It also owns one rule of the hot paths, `enabled`: a log line nobody will see costs
+nothing, not even its fields. structlog's filtering loggers (the ones
+`adapters.logs` configures) and the standard library wrapper here answer
+`is_enabled_for`; any other logger an embedding program configures is assumed to want
+every line, so nothing is lost.
 """
 
 from __future__ import annotations
@@ -29,12 +35,23 @@ import structlog
 #: The standard library logger every line goes under while structlog is unconfigured.
 ROOT_LOGGER = "wasm_scheduler"
 
+#: The levels the hot paths ask `enabled` about (`logging` level numbers).
+DEBUG = logging.DEBUG
+INFO = logging.INFO
+
 logging.getLogger(ROOT_LOGGER).addHandler(logging.NullHandler())
 
 
 def get_logger(name: str) -> Any:
     """The logger of one part of the package (``"actors.guest"``, ``"registry"``, a module's ``__name__``)."""
     return PackageLogger(name)
+
+
+def enabled(logger: Any, level: int) -> bool:
+    """Would `logger` emit a line at `level` (a `logging` level number)? Asked before the
+    line is built."""
+    is_enabled_for = getattr(logger, "is_enabled_for", None)
+    return is_enabled_for is None or bool(is_enabled_for(level))
 
 
 class PackageLogger:
@@ -59,7 +76,7 @@ class PackageLogger:
 
 class _StandardBoundLogger(structlog.stdlib.BoundLogger):
     """structlog's wrapper of a standard library logger, answering `is_enabled_for` as
-    the filtering loggers do (`wasm_scheduler.actors.log_level.enabled` asks it)."""
+    the filtering loggers do (`enabled` asks it)."""
 
     def is_enabled_for(self, level: int) -> bool:
         return bool(self._logger.isEnabledFor(level))

@@ -54,10 +54,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from wasm_scheduler.actors.handle import FrameworkHandle
     from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
     from wasm_scheduler.framework_api import Status
     from wasm_scheduler.registry.compiler import GuestCompiler
+    from wasm_scheduler.vocabulary import FrameworkHandle
 
 __all__ = [
     "CycleResult",

@@ -22,8 +22,8 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from wasm_scheduler.actors.handle import pod_uid
 from wasm_scheduler.actors.kube.codec import PodPartCache, encode_node, encode_pod
+from wasm_scheduler.vocabulary import pod_uid
 
 _NODELIST_ITEMS_TAG = b"\x12"  # NodeList.items = 2, length-delimited
 

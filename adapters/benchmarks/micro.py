@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from wasm_scheduler.actors.guest_instance import GuestInstance
-from wasm_scheduler.actors.handle import EmptyHandle
 from wasm_scheduler.actors.wasmtime_internals import internals
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
+from wasm_scheduler.vocabulary import EmptyHandle
 
 #: A guest whose filter does nothing and whose prescore calls get_config N times.
 NOOP_GUEST = """

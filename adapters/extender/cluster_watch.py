@@ -60,10 +60,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from wasm_scheduler.actors.handle import KubeObject
 from wasm_scheduler.adapters.extender.binder import new_api_client
 from wasm_scheduler.adapters.framework.errors import clip
 from wasm_scheduler.logger import get_logger
+from wasm_scheduler.vocabulary import KubeObject
 
 log = get_logger("adapters.extender.cluster_watch")
 

@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from wasm_scheduler.actors.handle import KubeObject
 from wasm_scheduler.adapters.framework.resources import Resources
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo, SnapshotView
+from wasm_scheduler.vocabulary import KubeObject
 
 #: The allocatable of a node a request carries (the extender does not count resources).
 _NOT_COUNTED = Resources()

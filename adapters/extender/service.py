@@ -81,7 +81,6 @@ from typing import Any
 
 import pykka
 
-from wasm_scheduler.actors.handle import KubeObject
 from wasm_scheduler.adapters.extender import protocol
 from wasm_scheduler.adapters.extender.binder import Binder, NoBinder
 from wasm_scheduler.adapters.extender.ledger import BindVerdict, CycleLedger, Footprint, PodCycle
@@ -101,6 +100,7 @@ from wasm_scheduler.adapters.framework.profile import framework_of
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin, pod_key
 from wasm_scheduler.framework_api import MAX_NODE_SCORE, SUCCESS, Code, Status
 from wasm_scheduler.logger import get_logger
+from wasm_scheduler.vocabulary import KubeObject
 
 log = get_logger("adapters.extender")
 

@@ -15,7 +15,7 @@ import copy
 import threading
 from typing import Any
 
-from wasm_scheduler.actors.handle import FrameworkHandle
+from wasm_scheduler.vocabulary import FrameworkHandle
 
 
 class CycleState:

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from wasm_scheduler.actors.log_level import DEBUG, enabled
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, pod_key
 from wasm_scheduler.adapters.framework.results import PASSED, CycleTrace, reason_groups
@@ -38,7 +37,7 @@ from wasm_scheduler.framework_api import (
     Status,
     score_columns,
 )
-from wasm_scheduler.logger import get_logger
+from wasm_scheduler.logger import DEBUG, enabled, get_logger
 
 if TYPE_CHECKING:
     from wasm_scheduler.adapters.framework.handle import SchedulerHandle

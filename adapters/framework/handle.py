@@ -1,7 +1,7 @@
 """SchedulerHandle: the framework handle plugins (native and wasm) are given.
 
 This module owns what a plugin may see of the scheduler and do through it. For the
-wasm host functions it implements `actors.handle.FrameworkHandle`: the node lister
+wasm host functions it implements `vocabulary.FrameworkHandle`: the node lister
 and image states read the snapshot view of the scheduling cycle in progress (node
 dicts are the snapshot's, replaced on change, never edited), events are recorded,
 and waiting pods can be looked up and rejected. Native plugins additionally get the
@@ -55,7 +55,7 @@ class SchedulerHandle:
         self._terminating: dict[str, str] = {}
         self._terminating_lock = threading.Lock()
 
-    # --- actors.handle.FrameworkHandle -------------------------------------------------
+    # --- vocabulary.FrameworkHandle ---------------------------------------------------
 
     def get_node(self, name: str) -> KubeObject | None:
         info = self.snapshot.view.get(name)

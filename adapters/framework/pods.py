@@ -13,10 +13,10 @@ import datetime
 from dataclasses import dataclass
 from typing import Any
 
-from wasm_scheduler.actors.handle import KubeObject as KubeObject
-from wasm_scheduler.actors.handle import pod_name
-from wasm_scheduler.actors.handle import pod_uid as pod_uid
 from wasm_scheduler.adapters.framework.resources import PodRequests, pod_requests
+from wasm_scheduler.vocabulary import KubeObject as KubeObject
+from wasm_scheduler.vocabulary import pod_name
+from wasm_scheduler.vocabulary import pod_uid as pod_uid
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 

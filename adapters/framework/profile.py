@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wasm_scheduler.actors.handle import FrameworkHandle
 from wasm_scheduler.adapters.framework.config import (
     PluginArgs,
     PluginRef,
@@ -35,6 +34,7 @@ from wasm_scheduler.framework_api import CONFIG_POINTS
 from wasm_scheduler.registry.compiler import GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig, PluginConfigError
 from wasm_scheduler.registry.errors import GuestLoadError
+from wasm_scheduler.vocabulary import FrameworkHandle
 
 
 def build_framework(profile: ProfileConfig, config: SchedulerConfig, handle: SchedulerHandle,

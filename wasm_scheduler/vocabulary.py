@@ -1,11 +1,15 @@
-"""What a guest may see of the scheduler: the framework handle protocol.
+"""The vocabulary every part shares: Kubernetes objects, a pod's identity, the handle.
 
-This module owns the interface between the guest host and whatever embeds it (the
-in-process framework, the HTTP extender, a test). The ABI's host functions read the
-cluster through it (`k8s.io/api.node`, `nodeList`, `nodeImageStates`) and act on the
-scheduler through it (events, waiting pods). Objects are dicts in the shape `kubectl`
-prints; the guest host encodes them for the wire. `EmptyHandle` is the handle of a
-scheduler that has nothing to show, used where no snapshot exists.
+This module owns the words the guest host (`actors`), the plugin facade, the in-process
+framework and the extender (`adapters`) use with each other, so none of them imports
+another for them: objects are `KubeObject`s (dicts in the shape `kubectl` prints; the
+guest host encodes them for the wire), a pod is known by `pod_uid` and shown by
+`pod_name`, and a plugin reads the cluster and acts on the scheduler through a
+`FrameworkHandle` (the ABI's host functions do: `k8s.io/api.node`, `nodeList`,
+`nodeImageStates`, events, waiting pods). `EmptyHandle` is the handle of a scheduler
+that has nothing to show, used where no snapshot exists; `CycleStateView` is what a
+wasm plugin reads of the framework's per-cycle state. It imports nothing of the
+project.
 """
 
 from __future__ import annotations
@@ -48,6 +52,14 @@ class FrameworkHandle(Protocol):
 
     def reject_waiting_pod(self, uid: str, plugin: str, reason: str) -> bool:
         """Reject the waiting pod of that UID; True if one was waiting."""
+
+
+class CycleStateView(Protocol):
+    """What a wasm plugin reads of the framework's `CycleState`: the handle of this cycle
+    (the extender's, per request), or None when the plugin's own handle serves."""
+
+    @property
+    def handle(self) -> FrameworkHandle | None: ...
 
 
 class EmptyHandle:
