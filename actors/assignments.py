@@ -34,11 +34,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Literal
 
-from wasm_scheduler.framework_api import BINDING_CYCLE_EXPORTS
+from wasm_scheduler.framework_api import BINDING_CYCLE_EXPORTS, Cycle
 
 #: What a pod's assignment becomes when its instance is discarded: calls of its cycle get Error.
 TOMBSTONE = ""
+
+#: Where a live instance is: the scheduling slot or a pod's binding entry (here), idle in
+#: the pool or lent outside every cycle (the supervisor's).
+Place = Literal["slot", "binding", "idle", "lent"]
 
 
 def moves_to_binding(exports: frozenset[str]) -> bool:
@@ -101,8 +106,8 @@ class Assignments:
         self.binding[pod_uid] = slot
         return slot, superseded
 
-    def release(self, pod_uid: str) -> tuple[Held, str] | None:
-        """P's cycle is over: its assignment (binding map first, else the slot) and where it was."""
+    def release(self, pod_uid: str) -> tuple[Held, Cycle] | None:
+        """P's cycle is over: its assignment (binding map first, else the slot) and the cycle it served."""
         held = self.binding.pop(pod_uid, None)
         if held is not None:
             return held, "binding"
@@ -119,7 +124,7 @@ class Assignments:
             if held.instance_id == instance_id:
                 self.binding[uid] = Held(uid, held.pod, TOMBSTONE)
 
-    def held(self) -> Iterator[tuple[Held, str]]:
+    def held(self) -> Iterator[tuple[Held, Place]]:
         """Every assignment with a live instance and where it is ("slot" or "binding")."""
         if self.slot is not None and self.slot.instance_id != TOMBSTONE:
             yield self.slot, "slot"

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Final, Generic, Literal, TypeVar, cast
 
 import pykka
 
 from wasm_scheduler.actors.guest_instance import GuestInstance
 from wasm_scheduler.actors.kube.wire_cache import WireCache
-from wasm_scheduler.actors.mailbox import MailboxActor
+from wasm_scheduler.actors.mailbox import Ask, MailboxActor
 from wasm_scheduler.framework_api import (
     DEFAULT_CLUSTER_EVENTS,
     ClusterEvent,
@@ -27,6 +29,7 @@ from wasm_scheduler.framework_api import (
     FilterResult,
     NormalizeScoreResult,
     PermitResult,
+    Phase,
     PostFilterResult,
     PreFilterResult,
     PreScoreAndScore,
@@ -37,19 +40,35 @@ from wasm_scheduler.logger import DEBUG, enabled, get_logger
 from wasm_scheduler.registry.compiler import CompiledGuest
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError
-from wasm_scheduler.registry.guest_abi import EXPORT_RESULTS
+from wasm_scheduler.registry.guest_abi import EXPORT_RESULTS, Export
+
+if TYPE_CHECKING:  # the supervisor starts guest actors: it imports this module
+    from wasm_scheduler.actors.supervisor import SupervisorActor
 
 log = get_logger("actors.guest")
 
 #: The message that runs PreScore and then Score (`framework_api.PreScoreAndScore`).
-PRESCORE_AND_SCORE = "prescore_and_score"
+PRESCORE_AND_SCORE: Final = "prescore_and_score"
+
+#: What an `Invoke` runs: one extension-point export (a `GuestInstance` method of that
+#: name), or PreScore and then Score.
+Point = Export | Literal["prescore_and_score"]
 
 #: GuestInstance methods a message may invoke: the ABI's extension-point exports.
-EXTENSION_POINTS = frozenset(EXPORT_RESULTS)
+EXTENSION_POINTS: Final[frozenset[str]] = frozenset(EXPORT_RESULTS)
+
+#: What an `Invoke` answers: the result of the point it ran (shaped as that point's
+#: result, with an Error status, when the call could not run). EventsToRegister answers
+#: the events and the status.
+GuestResult = (Status | PreFilterResult | FilterResult | PostFilterResult | PreScoreAndScore | ScoreResult
+               | NormalizeScoreResult | PermitResult | tuple[tuple[ClusterEvent, ...], Status])
+
+#: The route a forwarded `Invoke` took, handed back with its result (the supervisor's answer).
+R = TypeVar("R")
 
 
 @dataclass(slots=True)
-class Invoke:
+class Invoke(Ask[GuestResult], Generic[R]):
     """Run one extension-point phase: `GuestInstance.<point>(*args)`.
 
     Asked, the answer is the point's result. Told with `reply_to` (the cycle's first
@@ -58,41 +77,43 @@ class Invoke:
     `args` once the call is done: pykka's loop keeps an actor's last message until the
     next one comes, and an idle actor must not keep its last request's pod and nodes."""
 
-    point: str
-    args: tuple[Any, ...]
+    point: Point
+    #: The `GuestInstance` method's arguments (each point has its own; the pod comes first except for enqueue).
+    args: tuple[object, ...]
     pod: str = ""
     pod_uid: str = ""
-    phase: str = "scheduling"
-    reply_to: pykka.Future[Any] | None = None
-    route: Any = None
+    phase: Phase = "scheduling"
+    reply_to: pykka.Future[Replied[R]] | None = None
+    route: R | None = None
 
-    def replying(self, future: pykka.Future[Any]) -> Invoke:
+    def replying(self, future: pykka.Future[Replied[R]]) -> Invoke[R]:
         """This call, answered on `future` (a direct copy: `dataclasses.replace` costs more)."""
         return Invoke(self.point, self.args, self.pod, self.pod_uid, self.phase, future, self.route)
 
-    def routed(self, route: Any) -> Invoke:
+    def routed(self, route: R) -> Invoke[R]:
         """This call, carrying the route the supervisor gave it."""
         return Invoke(self.point, self.args, self.pod, self.pod_uid, self.phase, self.reply_to, route)
 
 
 @dataclass(frozen=True, slots=True)
-class Replied:
-    """The answer to a forwarded `Invoke`: the route it took (the supervisor's `Assigned`,
-    or its `Lost` when no actor could take the call) and the point's result."""
+class Replied(Generic[R]):
+    """The answer to a forwarded `Invoke`: the route it took (the supervisor's `Began`,
+    or its `Lost` when no actor could take the call, which then has no result) and the
+    point's result."""
 
-    route: Any
-    result: Any = None
+    route: R | None
+    result: GuestResult | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class Describe:
+class Describe(Ask["InstanceInfo"]):
     """Ask for the actor's `InstanceInfo`."""
 
 
 @dataclass(frozen=True, slots=True)
 class InstanceInfo:
     instance_id: str
-    exports: frozenset[str]
+    exports: frozenset[Export]
     calls: int
     linear_memory_bytes: int
     #: Why the instance is unusable ("" while healthy); a failed start is said here too.
@@ -132,7 +153,7 @@ class GuestActor(MailboxActor):
         config: PluginConfig,
         instance_id: str,
         wire_cache: WireCache,
-        supervisor: pykka.ActorRef[Any] | None = None,
+        supervisor: pykka.ActorRef[SupervisorActor] | None = None,
         health: InstanceHealth | None = None,
     ) -> None:
         super().__init__()
@@ -171,7 +192,7 @@ class GuestActor(MailboxActor):
         self.log.info("instance.stopped", calls=calls)
         self.instance = None
 
-    def on_receive(self, message: Any) -> Any:
+    def on_receive(self, message: object) -> GuestResult | InstanceInfo | None:
         if isinstance(message, Invoke):
             try:
                 if message.reply_to is None:
@@ -199,17 +220,20 @@ class GuestActor(MailboxActor):
             )
         raise TypeError(f"GuestActor got an unknown message {message!r}")
 
-    def _invoke(self, message: Invoke, point: str = "") -> Any:
-        """Run `point` (the message's own when empty) with the message's arguments."""
+    def _invoke(self, message: Invoke[R], point: Point | None = None) -> GuestResult:
+        """Run `point` (the message's own when None) with the message's arguments."""
         point = point or message.point
         if point == PRESCORE_AND_SCORE:
             # PreScore, then Score over the same nodes (kube-scheduler scores exactly the
             # nodes PreScore was given) unless PreScore failed or said Skip: the calls and
             # logs two messages would make, for one hand-off.
             status = self._invoke(message, "prescore")
+            assert isinstance(status, Status)
             if not status.ok:
                 return PreScoreAndScore(status)
-            return PreScoreAndScore(status, self._invoke(message, "score"))
+            score = self._invoke(message, "score")
+            assert isinstance(score, ScoreResult)
+            return PreScoreAndScore(status, score)
         if point not in EXTENSION_POINTS:
             raise ValueError(f"unknown extension point {point!r}")
         inst = self.instance
@@ -222,7 +246,7 @@ class GuestActor(MailboxActor):
         inst.phase = message.phase
         started = time.perf_counter()
         try:
-            result = getattr(inst, point)(*message.args)
+            result: GuestResult = getattr(inst, point)(*message.args)
         except Exception as exc:  # a bug of the host, not the guest: loud, but never a crash
             # The details (they may name files) go to the log; the status, which can travel
             # to an extender's client, carries only the id that finds them there.
@@ -244,7 +268,8 @@ class GuestActor(MailboxActor):
             self._report_broken(inst.broken, inst.trapped)
         return result
 
-    def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
+    def on_failure(self, exception_type: type[BaseException] | None, exception_value: BaseException | None,
+                   traceback: TracebackType | None) -> None:
         """The actor is dying of an unhandled error: tell the supervisor so the pool recovers."""
         self._report_broken(f"actor failed: {exception_value!r}")
 
@@ -254,10 +279,10 @@ class GuestActor(MailboxActor):
             self.supervisor.tell(InstanceBroken(self.instance_id, reason, trapped))
 
 
-def _unavailable(point: str, args: tuple[Any, ...], plugin: str, why: str) -> Any:
+def _unavailable(point: Export, args: tuple[object, ...], plugin: str, why: str) -> GuestResult:
     """The answer of an actor whose instance never started, shaped like the real result."""
     status = Status(Code.ERROR, f"wasm plugin {plugin}: no instance to run {point}: {why}", plugin)
-    shaped: dict[str, Any] = {
+    shaped: dict[str, GuestResult] = {
         "prefilter": PreFilterResult(status),
         "postfilter": PostFilterResult(status),
         "score": ScoreResult(status),
@@ -265,10 +290,10 @@ def _unavailable(point: str, args: tuple[Any, ...], plugin: str, why: str) -> An
         "permit": PermitResult(status),
         "enqueue": (DEFAULT_CLUSTER_EVENTS, status),
     }
-    if point == "filter":
-        return FilterResult(tuple((name, status) for name in args[1]))
+    if point == "filter":  # its arguments: the pod, the node names, the handle
+        return FilterResult(tuple((name, status) for name in cast("Sequence[str]", args[1])))
     return shaped.get(point, status)
 
 
-__all__ = ["GuestActor", "Invoke", "Replied", "Describe", "InstanceInfo", "InstanceBroken", "InstanceHealth",
-           "ClusterEvent"]
+__all__ = ["GuestActor", "GuestResult", "Invoke", "Replied", "Describe", "InstanceInfo", "InstanceBroken",
+           "InstanceHealth", "ClusterEvent"]

@@ -46,6 +46,7 @@ from wasm_scheduler.framework_api import (
     NodeScore,
     NormalizeScoreResult,
     PermitResult,
+    Phase,
     PostFilterResult,
     PreFilterResult,
     ScoreResult,
@@ -55,7 +56,7 @@ from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.compiler import CompiledGuest, deadline_ticks
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError
-from wasm_scheduler.registry.guest_abi import EXPORT_RESULTS
+from wasm_scheduler.registry.guest_abi import EXPORT_RESULTS, Export
 from wasm_scheduler.vocabulary import FrameworkHandle, KubeObject
 
 log = get_logger("actors.instance")
@@ -98,8 +99,8 @@ class GuestInstance:
         #: Set with `broken` when a call trapped (`call.trapped`), not for other breakage: the
         #: supervisor counts traps (`PoolCounts.trapped`).
         self.trapped = False
-        #: "scheduling" or "binding": set by the owning actor for each message, for logs.
-        self.phase = "scheduling"
+        #: Set by the owning actor for each message, for logs.
+        self.phase: Phase = "scheduling"
         self.calls = 0
         self.output = CapturedOutput()
         self.log = log.bind(plugin=self.plugin, instance=instance_id)
@@ -234,7 +235,7 @@ class GuestInstance:
                     "guest.output", stream=stream, line=line, extension_point=export, pod=pod
                 )
 
-    def _fail(self, export: str, exc: BaseException) -> Status:
+    def _fail(self, export: Export, exc: BaseException) -> Status:
         """Break the instance after a failed call and say why, as an Error status."""
         if isinstance(exc, GUEST_FAULTS):
             detail = self._describe(exc)
@@ -249,7 +250,7 @@ class GuestInstance:
         self.log.warning("call.trapped", extension_point=export, phase=self.phase, trap=reason)
         return Status(Code.ERROR, reason, self.plugin)
 
-    def _broken_status(self, export: str) -> Status:
+    def _broken_status(self, export: Export) -> Status:
         return Status(
             Code.ERROR,
             f"wasm plugin {self.plugin}: instance {self.instance_id} is discarded "
@@ -291,7 +292,7 @@ class GuestInstance:
             if self.output.stdout or self.output.stderr:
                 self._flush_output(ctx.export, ctx)
 
-    def _unavailable(self, export: str) -> Status | None:
+    def _unavailable(self, export: Export) -> Status | None:
         """Error if broken; None if the export can run."""
         return self._broken_status(export) if self.broken else None
 
@@ -318,7 +319,7 @@ class GuestInstance:
 
     def _per_node(
         self,
-        export: str,
+        export: Export,
         pod: KubeObject,
         node_names: Sequence[str],
         handle: FrameworkHandle,
@@ -456,7 +457,7 @@ class GuestInstance:
 
     def _node_call(
         self,
-        export: str,
+        export: Export,
         pod: KubeObject,
         node_name: str,
         handle: FrameworkHandle,

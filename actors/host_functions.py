@@ -28,9 +28,9 @@ from wasm_scheduler.actors.go_json import GoJSONError, go_cstrings, go_event, go
 from wasm_scheduler.actors.guest_memory import GuestFault, GuestMemory
 from wasm_scheduler.actors.kube.codec import encode_pod
 from wasm_scheduler.actors.kube.wire_cache import WireCache
-from wasm_scheduler.framework_api import ClusterEvent
+from wasm_scheduler.framework_api import ClusterEvent, Phase
 from wasm_scheduler.logger import enabled, get_logger
-from wasm_scheduler.registry.guest_abi import HOST_IMPORTS
+from wasm_scheduler.registry.guest_abi import HOST_IMPORTS, Export
 from wasm_scheduler.vocabulary import FrameworkHandle, KubeObject, pod_name
 
 #: Largest result a guest may hand over in one call (a node-name list, a score map...).
@@ -45,10 +45,10 @@ _KLOG_LEVEL_NUMBERS = (logging.INFO, logging.WARNING, logging.ERROR, logging.CRI
 class CallContext:
     """Inputs of the export call in progress and what the guest reported during it."""
 
-    export: str
+    export: Export
     handle: FrameworkHandle
     pod: KubeObject | None = None
-    phase: str = "scheduling"
+    phase: Phase = "scheduling"
     node_name: str = ""
     target_pod: KubeObject | None = None
     filtered_node_names: Sequence[str] = ()

@@ -34,10 +34,10 @@ from typing import Any
 
 import pykka
 
-from wasm_scheduler.actors.assignments import TOMBSTONE, Assignments
-from wasm_scheduler.actors.guest_actor import GuestActor, InstanceBroken, InstanceHealth, Replied
+from wasm_scheduler.actors.assignments import TOMBSTONE, Assignments, Place
+from wasm_scheduler.actors.guest_actor import GuestActor, InstanceBroken, InstanceHealth, Invoke, Replied
 from wasm_scheduler.actors.kube.wire_cache import WireCache
-from wasm_scheduler.actors.mailbox import MailboxActor
+from wasm_scheduler.actors.mailbox import Ask, MailboxActor
 from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.compiler import CompiledGuest
 from wasm_scheduler.registry.config import PluginConfig
@@ -49,7 +49,7 @@ log = get_logger("actors.supervisor")
 
 
 @dataclass(frozen=True, slots=True)
-class BeginCycle:
+class BeginCycle(Ask["Began | Lost"]):
     """PreFilter of pod `pod_uid`: a scheduling cycle starts.
 
     `invoke`, if given, is the cycle's first message for the assigned actor (an
@@ -60,11 +60,11 @@ class BeginCycle:
 
     pod_uid: str
     pod: str = ""
-    invoke: Any = None
+    invoke: Invoke[Began | Lost] | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class Route:
+class Route(Ask["Assigned | Lost"]):
     """Which actor serves `pod_uid` now? The slot's if it holds the pod, else the binding
     map's; `binding_first` (a call of the binding cycle) looks in the binding map first,
     for a pod scheduled again while its last binding cycle still runs."""
@@ -75,7 +75,7 @@ class Route:
 
 
 @dataclass(frozen=True, slots=True)
-class ToBinding:
+class ToBinding(Ask[bool]):
     """Permit ran for `pod_uid`: its actor leaves the scheduling slot for the binding map."""
 
     pod_uid: str
@@ -83,7 +83,7 @@ class ToBinding:
 
 
 @dataclass(frozen=True, slots=True)
-class Release:
+class Release(Ask[bool]):
     """The cycle of `pod_uid` is over: its actor returns to the pool."""
 
     pod_uid: str
@@ -92,7 +92,7 @@ class Release:
 
 
 @dataclass(frozen=True, slots=True)
-class Borrow:
+class Borrow(Ask["Assigned | Lost"]):
     """Lend an idle actor for a call outside every cycle."""
 
 
@@ -102,22 +102,22 @@ class GiveBack:
 
 
 @dataclass(frozen=True, slots=True)
-class GetCounts:
-    pass
+class GetCounts(Ask["PoolCounts"]):
+    """How many actors are where, and how many were started, discarded, reaped."""
 
 
 @dataclass(frozen=True, slots=True)
-class GetPlacement:
+class GetPlacement(Ask[dict[str, str]]):
     """Where each live actor is: instance id -> "idle"/"slot"/"binding"/"lent" (inspection)."""
 
 
 @dataclass(frozen=True, slots=True)
-class GetActors:
+class GetActors(Ask[list[pykka.ActorRef[GuestActor]]]):
     """Every live guest actor, for a shutdown that waits for them to stop."""
 
 
 @dataclass(frozen=True, slots=True)
-class Reap:
+class Reap(Ask[int]):
     """Stop idle actors beyond `min_idle` that have idled longer than `idle_seconds`."""
 
 
@@ -126,8 +126,10 @@ class Reap:
 
 @dataclass(frozen=True, slots=True)
 class Assigned:
+    """The actor serving a pod (or lent outside every cycle)."""
+
     instance_id: str
-    actor: pykka.ActorRef[Any]
+    actor: pykka.ActorRef[GuestActor]
     #: The actor's own word on its instance (`InstanceHealth`), for a facade passing it on.
     health: InstanceHealth
 
@@ -224,7 +226,7 @@ class SupervisorActor(MailboxActor):
         self._idle.clear()
         self.assignments = Assignments()
 
-    def on_receive(self, message: Any) -> Any:
+    def on_receive(self, message: object) -> object:
         handler = _HANDLERS.get(type(message))
         if handler is None:
             raise TypeError(f"SupervisorActor got an unknown message {message!r}")
@@ -276,6 +278,7 @@ class SupervisorActor(MailboxActor):
                 # the slot's tombstone makes the next turn take an idle actor).
                 self._instance_broken(InstanceBroken(answer.assigned.instance_id, "its actor died"))
         if msg.invoke is not None:
+            assert msg.invoke.reply_to is not None, "a forwarded call carries the caller's future"
             msg.invoke.reply_to.set(Replied(answer))
         return answer
 
@@ -399,7 +402,7 @@ class SupervisorActor(MailboxActor):
         )
 
     def _placement(self, _msg: GetPlacement) -> dict[str, str]:
-        where: dict[str, list[str]] = {i: [] for i in self._actors}
+        where: dict[str, list[Place]] = {i: [] for i in self._actors}
         for i in self._idle:
             where.setdefault(i, []).append("idle")
         for held, place in self.assignments.held():
@@ -408,7 +411,7 @@ class SupervisorActor(MailboxActor):
             where.setdefault(i, []).append("lent")
         return {i: "+".join(places) or "nowhere" for i, places in where.items()}
 
-    def _actors_message(self, _msg: GetActors) -> list[pykka.ActorRef[Any]]:
+    def _actors_message(self, _msg: GetActors) -> list[pykka.ActorRef[GuestActor]]:
         return [assigned.actor for assigned in self._actors.values()]
 
     def _reap_message(self, _msg: Reap) -> int:
@@ -479,7 +482,7 @@ class SupervisorActor(MailboxActor):
         return stopped
 
 
-_HANDLERS: dict[type, Callable[[SupervisorActor, Any], Any]] = {
+_HANDLERS: dict[type, Callable[[SupervisorActor, Any], object]] = {
     BeginCycle: SupervisorActor._begin_cycle,
     Route: SupervisorActor._route,
     ToBinding: SupervisorActor._to_binding,

@@ -36,7 +36,7 @@ import contextlib
 import secrets
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
-from typing import Any
+from typing import TypeVar
 
 import pykka
 
@@ -45,14 +45,16 @@ from wasm_scheduler.actors.cycle_cache import CycleCache, EarlyScores
 from wasm_scheduler.actors.guest_actor import (
     PRESCORE_AND_SCORE,
     Describe,
+    GuestResult,
     InstanceBroken,
     InstanceInfo,
     Invoke,
+    Point,
     Replied,
 )
 from wasm_scheduler.actors.kube.codec import KubeCodecError
 from wasm_scheduler.actors.kube.wire_cache import WireCache
-from wasm_scheduler.actors.mailbox import ReplyFuture
+from wasm_scheduler.actors.mailbox import Ask, ReplyFuture, ask
 from wasm_scheduler.actors.supervisor import (
     Assigned,
     Began,
@@ -76,6 +78,7 @@ from wasm_scheduler.framework_api import (
     POINTS,
     ClusterEvent,
     Code,
+    Cycle,
     FilterResult,
     NamedNode,
     NodeScore,
@@ -91,6 +94,7 @@ from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.compiler import CompiledGuest, GuestCompiler
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError
+from wasm_scheduler.registry.guest_abi import Export
 from wasm_scheduler.vocabulary import CycleStateView, EmptyHandle, FrameworkHandle, KubeObject, pod_name, pod_uid
 
 log = get_logger("adapters.wasm_plugin")
@@ -106,9 +110,11 @@ def pod_key(pod: KubeObject) -> tuple[str, str]:
     return pod_uid(pod), pod_name(pod)
 
 
-def _ask(actor: pykka.ActorRef[Any], message: Any) -> Any:
-    """A blocking ask: the facade runs on the scheduler's threads, which wait for answers."""
-    return actor.ask(message, block=True)
+#: An asked message's answer.
+R = TypeVar("R")
+
+#: What BeginCycle answers, and the route a cycle's first call comes back with.
+BeginAnswer = Began | Lost
 
 
 _name_of = attrgetter("name")
@@ -155,7 +161,7 @@ class WasmPlugin:
         lent = self._ask_supervisor(Borrow())
         assert isinstance(lent, Assigned), lent
         try:
-            info: InstanceInfo = _ask(lent.actor, Describe())
+            info = ask(lent.actor, Describe())
         finally:
             self.supervisor.tell(GiveBack(lent.instance_id))
         return info
@@ -182,30 +188,26 @@ class WasmPlugin:
 
     def counts(self) -> PoolCounts:
         """How many instances are idle, assigned, lent; started, discarded, reaped."""
-        counts: PoolCounts = self._ask_supervisor(GetCounts())
-        return counts
+        return self._ask_supervisor(GetCounts())
 
     def placement(self) -> dict[str, str]:
         """Instance id -> where it is now ("idle", "slot", "binding", "lent")."""
-        placement: dict[str, str] = self._ask_supervisor(GetPlacement())
-        return placement
+        return self._ask_supervisor(GetPlacement())
 
     def assignment(self, pod: KubeObject, binding: bool = False) -> Assigned | Lost:
         """The supervisor's word on which actor serves `pod` now; `binding`: for a call of
         the pod's binding cycle."""
-        answer: Assigned | Lost = self._ask_supervisor(Route(*pod_key(pod), binding_first=binding))
-        return answer
+        return self._ask_supervisor(Route(*pod_key(pod), binding_first=binding))
 
     def reap(self) -> int:
         """Stop idle instances beyond `pool.minIdle` now (a timer does it after `idleSeconds`)."""
-        reaped: int = self._ask_supervisor(Reap())
-        return reaped
+        return self._ask_supervisor(Reap())
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the supervisor and every guest actor of this plugin, and wait for them."""
         self._cycles.clear()
         try:
-            guests: list[pykka.ActorRef[Any]] = self._ask_supervisor(GetActors())
+            guests = self._ask_supervisor(GetActors())
             self.supervisor.stop()
         except pykka.ActorDeadError:
             return
@@ -229,8 +231,8 @@ class WasmPlugin:
 
     # --- routes: which actor serves a pod ----------------------------------------------
 
-    def _begin(self, uid: str, name: str, invoke: Invoke | None = None,
-               pod: KubeObject | None = None) -> tuple[Assigned | Lost, Any]:
+    def _begin(self, uid: str, name: str, invoke: Invoke[BeginAnswer] | None = None,
+               pod: KubeObject | None = None) -> tuple[Assigned | Lost, GuestResult | None]:
         """BeginCycle: the supervisor gives the pod an actor (the slot's, or one from its
         pool) and sends it `invoke`, whose result comes back with the route on one future.
         The answer goes to the cycle cache (`CycleCache.began`, or `lost`).
@@ -238,19 +240,21 @@ class WasmPlugin:
         While the supervisor's and the actor's threads wake up, this thread encodes `pod`
         for the guest (if it reads the pod at all): time the GIL would sit idle otherwise."""
         if invoke is None:
-            future = self.supervisor.ask(BeginCycle(uid, name), block=False)
+            asked: pykka.Future[BeginAnswer] = self.supervisor.ask(BeginCycle(uid, name), block=False)
         else:
-            future = ReplyFuture()
+            future: ReplyFuture[Replied[BeginAnswer]] = ReplyFuture()
             self.supervisor.tell(BeginCycle(uid, name, invoke.replying(future)))
         self._cycles.beginning(uid)
         if pod is not None and self._reads_pod:
             with contextlib.suppress(KubeCodecError):  # the guest's own call reports it
                 self.wire_cache.pod(pod)
+        began: BeginAnswer | None
+        result: GuestResult | None
         if invoke is None:
-            began, result = future.get(), None
+            began, result = asked.get(), None
         else:
             try:
-                replied: Replied = self._await_reply(future)
+                replied = self._await_reply(future)
             except pykka.ActorDeadError:
                 raise
             except Exception as exc:  # the actor answered our own bug (it reports itself broken)
@@ -263,7 +267,7 @@ class WasmPlugin:
         self._cycles.began(uid, began)
         return began.assigned, result
 
-    def _await_reply(self, future: pykka.Future[Any]) -> Any:
+    def _await_reply(self, future: pykka.Future[Replied[BeginAnswer]]) -> Replied[BeginAnswer]:
         """The actor's `Replied` to a forwarded call. Told messages carry no envelope
         future that pykka would fail if the supervisor stopped with the message unread,
         so the wait looks at the supervisor once a second (only a stop or a crash makes
@@ -281,8 +285,8 @@ class WasmPlugin:
         self._cycles.to_binding(uid)
         self.supervisor.tell(ToBinding(uid, name))
 
-    def _ask_supervisor(self, message: Any) -> Any:
-        return self.supervisor.ask(message)
+    def _ask_supervisor(self, message: Ask[R]) -> R:
+        return ask(self.supervisor, message)
 
     def _release(self, uid: str, name: str, why: str) -> None:
         """Release: the supervisor returns the pod's actor to the pool. Not sent for a pod
@@ -298,30 +302,35 @@ class WasmPlugin:
         remembered for it stay: a call to its stopped actor is answered as discarded."""
         self.supervisor.tell(InstanceBroken(instance_id, reason))
 
-    def _route(self, uid: str, name: str, phase: str) -> Assigned | Lost:
+    def _route(self, uid: str, name: str, cycle: Cycle) -> Assigned | Lost:
         """The pod's actor: the answer remembered for this part of its cycle (its binding
         cycle's for a binding-cycle call), else the supervisor's."""
-        answer = self._cycles.route(uid, binding=phase == "binding")
+        answer = self._cycles.route(uid, binding=cycle == "binding")
         if answer is not None:
             return answer
-        routed: Assigned | Lost = self._ask_supervisor(Route(uid, name, phase == "binding"))
-        return routed
+        return self._ask_supervisor(Route(uid, name, cycle == "binding"))
 
-    def _run(self, route: Any, point: str, args: tuple[Any, ...], pod: KubeObject, phase: str) -> Any:
-        """Find the pod's actor (BeginCycle, or its remembered or routed one), run `point`
-        there; a Status if none can."""
+    def _begin_with(self, point: Point, args: tuple[object, ...], pod: KubeObject) -> GuestResult:
+        """Begin the pod's cycle with its first call, `point`: BeginCycle carries it, the
+        supervisor sends it on and the actor answers here, with the route; a Status if no
+        actor can take it."""
         uid, name = pod_key(pod)
-        invoke = Invoke(point, args, name, uid, phase)
-        if route is BeginCycle:
-            # BeginCycle carries the cycle's first call: the supervisor sends it on and
-            # the actor answers here, with the route.
-            answer, result = self._begin(uid, name, invoke, pod)
-            return self._error(answer.reason) if isinstance(answer, Lost) else result
-        answer = self._route(uid, name, phase)
+        answer, result = self._begin(uid, name, Invoke(point, args, name, uid, "scheduling"), pod)
+        if isinstance(answer, Lost):
+            return self._error(answer.reason)
+        assert result is not None, "a call that reached an actor has its answer"
+        return result
+
+    def _run(self, point: Point, args: tuple[object, ...], pod: KubeObject, cycle: Cycle) -> GuestResult:
+        """Run `point` on the pod's actor (remembered, or routed by the supervisor); a
+        Status if none can."""
+        uid, name = pod_key(pod)
+        invoke: Invoke[None] = Invoke(point, args, name, uid, cycle)
+        answer = self._route(uid, name, cycle)
         if isinstance(answer, Lost):
             return self._error(answer.reason)
         try:
-            return _ask(answer.actor, invoke)
+            return ask(answer.actor, invoke)
         except pykka.ActorDeadError:
             # Discarded by the supervisor, or died: in both cases tell it (a no-op for the first).
             self._broken(answer.instance_id, "its actor died")
@@ -330,7 +339,13 @@ class WasmPlugin:
         except Exception as exc:  # the actor answered with our own bug: the instance is suspect
             return self._host_bug(answer, invoke, exc)
 
-    def _host_bug(self, answer: Assigned | None, invoke: Invoke, exc: Exception) -> Status:
+    def _run_status(self, point: Export, args: tuple[object, ...], pod: KubeObject, cycle: Cycle) -> Status:
+        """`_run` of a point whose result is a Status."""
+        result = self._run(point, args, pod, cycle)
+        assert isinstance(result, Status)
+        return result
+
+    def _host_bug(self, answer: Assigned | None, invoke: Invoke[R], exc: Exception) -> Status:
         """A call that raised our own bug: logged loudly, the instance discarded, an Error."""
         error_id = secrets.token_hex(6)  # the status names only this; the log has the details
         self.log.error("instance.host_bug", instance=answer.instance_id if answer else "", pod=invoke.pod,
@@ -349,13 +364,16 @@ class WasmPlugin:
             uid, name = pod_key(pod)
             answer, _ = self._begin(uid, name)
             return PreFilterResult(self._error(answer.reason) if isinstance(answer, Lost) else self._success)
-        result = self._run(BeginCycle, "prefilter", (pod, self._handle(state)), pod, "scheduling")
-        return PreFilterResult(result) if isinstance(result, Status) else result
+        result = self._begin_with("prefilter", (pod, self._handle(state)), pod)
+        if isinstance(result, Status):
+            return PreFilterResult(result)
+        assert isinstance(result, PreFilterResult)
+        return result
 
     def filter_nodes(self, state: CycleStateView | None, pod: KubeObject,
                      nodes: Sequence[NamedNode | str]) -> dict[str, Status]:
         names = _names(nodes)
-        result = self._run(Route, "filter", (pod, names, self._handle(state)), pod, "scheduling")
+        result = self._run("filter", (pod, names, self._handle(state)), pod, "scheduling")
         if isinstance(result, Status):
             return dict.fromkeys(names, result)
         assert isinstance(result, FilterResult)
@@ -364,22 +382,21 @@ class WasmPlugin:
     def add_pod(self, state: CycleStateView | None, pod: KubeObject, pod_to_add: KubeObject,
                 node: NamedNode | str) -> Status:
         node_name = node if isinstance(node, str) else node.name
-        args = (pod, pod_to_add, node_name, self._handle(state))
-        result: Status = self._run(Route, "addpod", args, pod, "scheduling")
-        return result
+        return self._run_status("addpod", (pod, pod_to_add, node_name, self._handle(state)), pod, "scheduling")
 
     def remove_pod(self, state: CycleStateView | None, pod: KubeObject, pod_to_remove: KubeObject,
                    node: NamedNode | str) -> Status:
         node_name = node if isinstance(node, str) else node.name
-        result: Status = self._run(Route, "removepod", (pod, pod_to_remove, node_name, self._handle(state)), pod,
-                                   "scheduling")
-        return result
+        return self._run_status("removepod", (pod, pod_to_remove, node_name, self._handle(state)), pod, "scheduling")
 
     def post_filter(self, state: CycleStateView | None, pod: KubeObject,
                     statuses: Mapping[str, Status]) -> PostFilterResult:
         codes = {name: int(status.code) for name, status in statuses.items()}
-        result = self._run(Route, "postfilter", (pod, codes, self._handle(state)), pod, "scheduling")
-        return PostFilterResult(result) if isinstance(result, Status) else result
+        result = self._run("postfilter", (pod, codes, self._handle(state)), pod, "scheduling")
+        if isinstance(result, Status):
+            return PostFilterResult(result)
+        assert isinstance(result, PostFilterResult)
+        return result
 
     def pre_score(self, state: CycleStateView | None, pod: KubeObject, nodes: Sequence[NamedNode | str]) -> Status:
         """PreScore, and Score over the same nodes in the same message (a guest exporting
@@ -387,7 +404,7 @@ class WasmPlugin:
         if not self._exports("prescore"):
             return self._success
         names = _names(nodes)
-        result = self._run(Route, PRESCORE_AND_SCORE, (pod, names, self._handle(state)), pod, "scheduling")
+        result = self._run(PRESCORE_AND_SCORE, (pod, names, self._handle(state)), pod, "scheduling")
         if isinstance(result, Status):
             return result
         assert isinstance(result, PreScoreAndScore)
@@ -400,30 +417,37 @@ class WasmPlugin:
         early = self._cycles.take_scores(pod_key(pod)[0])
         if early is not None and (early.nodes is nodes or early.names == _names(nodes)):
             return early.result
-        result = self._run(Route, "score", (pod, _names(nodes), self._handle(state)), pod, "scheduling")
-        return ScoreResult(result) if isinstance(result, Status) else result
+        result = self._run("score", (pod, _names(nodes), self._handle(state)), pod, "scheduling")
+        if isinstance(result, Status):
+            return ScoreResult(result)
+        assert isinstance(result, ScoreResult)
+        return result
 
     def normalize_score(self, state: CycleStateView | None, pod: KubeObject,
                         scores: Sequence[NodeScore]) -> NormalizeScoreResult:
         if not self._exports("normalizescore"):
             return NormalizeScoreResult(self._success, tuple(scores))
-        result = self._run(Route, "normalizescore", (pod, tuple(scores), self._handle(state)), pod, "scheduling")
-        return NormalizeScoreResult(result) if isinstance(result, Status) else result
+        result = self._run("normalizescore", (pod, tuple(scores), self._handle(state)), pod, "scheduling")
+        if isinstance(result, Status):
+            return NormalizeScoreResult(result)
+        assert isinstance(result, NormalizeScoreResult)
+        return result
 
     def reserve(self, state: CycleStateView | None, pod: KubeObject, node_name: str) -> Status:
         if not self._exports("reserve"):
             return self._success
-        result: Status = self._run(Route, "reserve", (pod, node_name, self._handle(state)), pod, "scheduling")
-        return result
+        return self._run_status("reserve", (pod, node_name, self._handle(state)), pod, "scheduling")
 
     def permit(self, state: CycleStateView | None, pod: KubeObject, node_name: str) -> PermitResult:
+        result: GuestResult = self._success
         if self._exports("permit"):
-            result = self._run(Route, "permit", (pod, node_name, self._handle(state)), pod, "scheduling")
-        else:
-            result = self._success
+            result = self._run("permit", (pod, node_name, self._handle(state)), pod, "scheduling")
         if self._moves_to_binding:
             self._to_binding(*pod_key(pod))
-        return PermitResult(result) if isinstance(result, Status) else result
+        if isinstance(result, Status):
+            return PermitResult(result)
+        assert isinstance(result, PermitResult)
+        return result
 
     # --- binding cycle (or the end of a failed scheduling cycle) ------------------------
 
@@ -431,26 +455,24 @@ class WasmPlugin:
         """Runs on the pod's own actor, wherever it is, then returns that actor to the pool."""
         status = self._success
         if self._exports("unreserve"):
-            status = self._run(Route, "unreserve", (pod, node_name, self._handle(state)), pod, "binding")
+            status = self._run_status("unreserve", (pod, node_name, self._handle(state)), pod, "binding")
         uid, name = pod_key(pod)
         self._release(uid, name, "unreserve")
         if not status.ok:
             self.log.warning("cycle.unreserve_failed", pod=name, pod_uid=uid, reason=status.reason)
 
     def pre_bind(self, state: CycleStateView | None, pod: KubeObject, node_name: str) -> Status:
-        result: Status = self._run(Route, "prebind", (pod, node_name, self._handle(state)), pod, "binding")
-        return result
+        return self._run_status("prebind", (pod, node_name, self._handle(state)), pod, "binding")
 
     def bind(self, state: CycleStateView | None, pod: KubeObject, node_name: str) -> Status:
-        result: Status = self._run(Route, "bind", (pod, node_name, self._handle(state)), pod, "binding")
-        return result
+        return self._run_status("bind", (pod, node_name, self._handle(state)), pod, "binding")
 
     def post_bind(self, state: CycleStateView | None, pod: KubeObject, node_name: str) -> None:
         """The last call of a successful binding cycle: the pod's actor returns to the pool."""
         uid, name = pod_key(pod)
         status = self._success
         if self._exports("postbind"):
-            status = self._run(Route, "postbind", (pod, node_name, self._handle(state)), pod, "binding")
+            status = self._run_status("postbind", (pod, node_name, self._handle(state)), pod, "binding")
         self._release(uid, name, "postbind")
         if not status.ok:
             self.log.warning("cycle.postbind_failed", pod=name, pod_uid=uid, reason=status.reason)
@@ -480,7 +502,10 @@ class WasmPlugin:
         if isinstance(lent, Lost):
             return DEFAULT_CLUSTER_EVENTS
         try:
-            events, status = _ask(lent.actor, Invoke("enqueue", (self.handle,), phase="enqueue"))
+            invoke: Invoke[None] = Invoke("enqueue", (self.handle,), phase="enqueue")
+            answer = ask(lent.actor, invoke)
+            assert isinstance(answer, tuple)
+            events, status = answer
         finally:
             self.supervisor.tell(GiveBack(lent.instance_id))
         if not status.ok:

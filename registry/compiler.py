@@ -37,6 +37,7 @@ import wasmtime
 from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.config import PluginConfig
 from wasm_scheduler.registry.errors import GuestLoadError
+from wasm_scheduler.registry.guest_abi import Export
 from wasm_scheduler.registry.source import GuestSource
 from wasm_scheduler.registry.validation import GuestShape, validate
 
@@ -59,7 +60,7 @@ class CompiledGuest:
     load_ms: float
 
     @property
-    def exports(self) -> frozenset[str]:
+    def exports(self) -> frozenset[Export]:
         return self.shape.exports
 
 

@@ -11,15 +11,22 @@ project.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, Literal, TypeGuard, get_args
 
 # --- exports -------------------------------------------------------------------------
 
 I32: Final = "i32"
 I64: Final = "i64"
 
+#: An extension-point export: its name in the guest module, which is also the name an
+#: actor message runs and the `extension_point` of the call's log lines.
+Export = Literal[
+    "enqueue", "prefilter", "filter", "postfilter", "prescore", "score", "normalizescore", "reserve",
+    "unreserve", "permit", "prebind", "bind", "postbind", "addpod", "removepod",
+]
+
 #: Every extension-point export, with its result types (all take no parameters).
-EXPORT_RESULTS: Final[dict[str, tuple[str, ...]]] = {
+EXPORT_RESULTS: Final[dict[Export, tuple[str, ...]]] = {
     "enqueue": (),
     "prefilter": (I32,),
     "filter": (I32,),
@@ -37,8 +44,15 @@ EXPORT_RESULTS: Final[dict[str, tuple[str, ...]]] = {
     "removepod": (I32,),
 }
 
+assert set(EXPORT_RESULTS) == set(get_args(Export)), "every export has its results"
+
 #: Exports that make no sense without another one.
-COUPLED_EXPORTS: Final[dict[str, str]] = {"prescore": "score", "normalizescore": "score"}
+COUPLED_EXPORTS: Final[dict[Export, Export]] = {"prescore": "score", "normalizescore": "score"}
+
+
+def is_export(name: str) -> TypeGuard[Export]:
+    """Is `name` an extension-point export of the ABI?"""
+    return name in EXPORT_RESULTS
 
 
 # --- imports -------------------------------------------------------------------------

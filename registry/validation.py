@@ -23,6 +23,8 @@ from wasm_scheduler.registry.guest_abi import (
     PREVIEW1_NAMES,
     WASI,
     WASI_SIGNATURES,
+    Export,
+    is_export,
 )
 
 _LETTER = {"i32": "i", "i64": "I"}
@@ -32,7 +34,7 @@ _LETTER = {"i32": "i", "i64": "I"}
 class GuestShape:
     """What a valid guest exports and imports."""
 
-    exports: frozenset[str]
+    exports: frozenset[Export]
     has_start: bool
     #: (name, type) of each wasi_snapshot_preview1 function the guest imports.
     wasi_imports: tuple[tuple[str, wasmtime.FuncType], ...]
@@ -50,7 +52,7 @@ def _signature(params: tuple[str, ...], results: tuple[str, ...]) -> str:
 
 def validate(guest: str, module: wasmtime.Module) -> GuestShape:
     """The guest's shape, or a GuestLoadError naming the first rule it breaks."""
-    exports: set[str] = set()
+    exports: set[Export] = set()
     has_memory = False
     has_start = False
     for export in module.exports:
@@ -63,7 +65,7 @@ def validate(guest: str, module: wasmtime.Module) -> GuestShape:
             if not isinstance(kind, wasmtime.FuncType) or kind.params or kind.results:
                 raise GuestLoadError(guest, "export '_start' must be a function () -> ()")
             has_start = True
-        elif export.name in EXPORT_RESULTS:
+        elif is_export(export.name):
             expected = EXPORT_RESULTS[export.name]
             if not isinstance(kind, wasmtime.FuncType):
                 raise GuestLoadError(guest, f"export {export.name!r} is not a function")

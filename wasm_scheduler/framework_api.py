@@ -2,9 +2,10 @@
 
 This module owns what a plugin and the framework say to each other, whatever the
 plugin is written in: status codes and `Status`, the results of the extension points,
-cluster events, `NamedNode` (what the framework reads of a node), and `POINTS`, the one
-table of extension points (their name, the guest export that implements each, the
-result, whether it runs per node, whether it carries the pod's assignment lifecycle).
+cluster events, `NamedNode` (what the framework reads of a node), a pod's `Cycle` and
+the `Phase` a call belongs to, and `POINTS`, the one table of extension points (their
+name, the guest export that implements each, the result, whether it runs per node,
+whether it carries the pod's assignment lifecycle).
 Every other table of extension points is derived from it. It sits at the bottom of the
 layers and imports nothing of the project; the wasm ABI (export signatures, host
 imports, packed results) lives in `registry.guest_abi` and `actors.abi`.
@@ -16,7 +17,7 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Final, NamedTuple, Protocol
+from typing import Final, Literal, NamedTuple, Protocol
 
 
 class Code(enum.IntEnum):
@@ -296,6 +297,14 @@ class FilterResult:
 
 # --- the extension points ------------------------------------------------------------
 
+#: A pod's cycle: its scheduling cycle, or its binding cycle (from Permit on).
+Cycle = Literal["scheduling", "binding"]
+
+#: The part of the scheduler's work a call belongs to (the `phase` of its log lines): a
+#: pod's cycle, or "enqueue" (EventsToRegister, outside every pod's cycle).
+Phase = Cycle | Literal["enqueue"]
+
+
 class NamedNode(Protocol):
     """What the framework itself reads of a node it hands its plugins: the name. Native
     plugins take the framework's `NodeInfo`; wasm plugins need no more than this (the
@@ -320,9 +329,9 @@ class ExtensionPoint:
     methods: tuple[str, ...]
     #: What one call of the point answers (None: nothing).
     result: type | None
-    #: The pod's cycle it runs in: "scheduling", "binding" (Unreserve too: it may come
-    #: after Permit), or "" (outside any pod's cycle).
-    cycle: str
+    #: The pod's cycle it runs in ("binding" for Unreserve too: it may come after Permit),
+    #: or None (outside any pod's cycle).
+    cycle: Cycle | None
     #: Called for each candidate node (batched over the nodes).
     per_node: bool = False
     #: Carries the pod's assignment lifecycle: a wasm plugin always takes part in it.
@@ -332,12 +341,13 @@ class ExtensionPoint:
     config: str = ""
 
 
-_S, _B = "scheduling", "binding"
+_S: Final = "scheduling"
+_B: Final = "binding"
 
 #: Every extension point, in kube-scheduler's order: the one table of them; every other
 #: table of points is derived from it.
 POINTS: Final[tuple[ExtensionPoint, ...]] = (
-    ExtensionPoint("queue_sort", ("QueueSort",), (), ("less",), bool, "", config="queueSort"),
+    ExtensionPoint("queue_sort", ("QueueSort",), (), ("less",), bool, None, config="queueSort"),
     ExtensionPoint("pre_filter", ("PreFilter",), ("prefilter",), ("pre_filter",), PreFilterResult, _S,
                    lifecycle=True, config="preFilter"),
     ExtensionPoint("filter", ("Filter",), ("filter",), ("filter", "filter_nodes"), FilterResult, _S,
@@ -360,7 +370,7 @@ POINTS: Final[tuple[ExtensionPoint, ...]] = (
     ExtensionPoint("bind", ("Bind",), ("bind",), ("bind",), Status, _B, config="bind"),
     ExtensionPoint("post_bind", ("PostBind",), ("postbind",), ("post_bind",), None, _B, lifecycle=True,
                    config="postBind"),
-    ExtensionPoint("enqueue_extensions", ("EventsToRegister",), ("enqueue",), ("events_to_register",), tuple, ""),
+    ExtensionPoint("enqueue_extensions", ("EventsToRegister",), ("enqueue",), ("events_to_register",), tuple, None),
 )
 
 #: Every extension point's name, in kube-scheduler's order.
