@@ -6,6 +6,11 @@
   binding cycles and keeps the idle pool, applying the lifecycle's rules, which live in
   `assignments.Assignments`. `cycle_cache.CycleCache` is what a plugin facade remembers
   of the supervisor's answers for the rest of each pod's cycle.
+- An instance is *broken* once it can no longer run calls: a call trapped (a deadline
+  and a fault count as traps), the host erred serving it, it never started, or its
+  actor died. Its actor (or the facade) tells the supervisor (`InstanceBroken`), which
+  *discards* it: stops its actor, leaves a tombstone for the pods it served, tops the
+  pool up. *Trapped* names only the first cause (`PoolCounts.trapped`).
 - `abi` is the guest ABI as data; `host_functions`, `wasi` and `guest_memory` are what a
   guest can reach of the host.
 - `kube` (schema, codec, wire cache: Kubernetes objects as protobuf bytes) lives here

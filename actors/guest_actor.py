@@ -4,8 +4,9 @@ This module owns the rule "one call at a time per instance, no lock": the actor
 creates its `GuestInstance` on its own thread (`on_start`), so the wasmtime Store never
 leaves that thread, and runs each `Invoke` message to completion before the next.
 Extension points over many nodes (filter, score) are one message carrying the node
-list. When a call breaks the instance (a trap), the actor tells its supervisor, which
-discards it; calls that still arrive are answered with an Error status.
+list. When a call breaks the instance (a trap, a host error; or the instance never
+started), the actor tells its supervisor (`InstanceBroken`), which discards it; calls
+that still arrive are answered with an Error status.
 """
 
 from __future__ import annotations
@@ -116,27 +117,15 @@ class InstanceInfo:
     exports: frozenset[Export]
     calls: int
     linear_memory_bytes: int
-    #: Why the instance is unusable ("" while healthy); a failed start is said here too.
+    #: Why the instance is broken ("" while it is not); a failed start is said here too.
     broken: str
     load_failed: bool
 
 
-@dataclass(slots=True)
-class InstanceHealth:
-    """Whether an actor's instance can still start a cycle: "" while healthy, else why not.
-
-    Set once, never cleared: by the actor's own thread before it answers the call that
-    broke the instance (or when the instance fails to start), or by the supervisor when
-    it discards the actor. Read by whoever holds the actor's route (the facade, before it
-    passes the scheduling slot's actor on to the next pod itself). One attribute: a read
-    is atomic, and a reader that got the call's answer sees the write made before it."""
-
-    broken: str = ""
-
-
 @dataclass(frozen=True, slots=True)
 class InstanceBroken:
-    """Told to the supervisor by a guest actor whose instance just broke."""
+    """Told to the supervisor by a guest actor whose instance just broke (or, by the
+    facade, about an actor that died or answered with a host error)."""
 
     instance_id: str
     reason: str
@@ -154,7 +143,6 @@ class GuestActor(MailboxActor):
         instance_id: str,
         wire_cache: WireCache,
         supervisor: pykka.ActorRef[SupervisorActor] | None = None,
-        health: InstanceHealth | None = None,
     ) -> None:
         super().__init__()
         self.guest = guest
@@ -162,7 +150,6 @@ class GuestActor(MailboxActor):
         self.instance_id = instance_id
         self.wire_cache = wire_cache
         self.supervisor = supervisor
-        self.health = health if health is not None else InstanceHealth()
         self.instance: GuestInstance | None = None
         self.load_error = ""
         self._reported = False
@@ -176,7 +163,6 @@ class GuestActor(MailboxActor):
             )
         except GuestLoadError as exc:
             self.load_error = str(exc)
-            self.health.broken = self.load_error
             # Kept alive so a caller can ask why (Describe); the first call reports it
             # broken to the supervisor, which discards it.
             self.log.error("instance.start_failed", error=self.load_error)
@@ -241,7 +227,7 @@ class GuestActor(MailboxActor):
             if not self._reported:
                 self._reported = True
                 self._report_broken(self.load_error)
-            return _unavailable(point, message.args, self.config.name, self.load_error)
+            return _error_answer(point, message.args, self.config.name, self.load_error)
         was_broken = bool(inst.broken)
         inst.phase = message.phase
         started = time.perf_counter()
@@ -254,7 +240,7 @@ class GuestActor(MailboxActor):
             self.log.error("instance.host_bug", extension_point=point, pod=message.pod, error_id=error_id,
                            exc_info=exc)
             inst.broken = inst.broken or f"host error in {point} (error id {error_id})"
-            result = _unavailable(point, message.args, self.config.name, inst.broken)
+            result = _error_answer(point, message.args, self.config.name, inst.broken)
         if enabled(self.log, DEBUG):
             self.log.debug(
                 "call.finished",
@@ -274,13 +260,13 @@ class GuestActor(MailboxActor):
         self._report_broken(f"actor failed: {exception_value!r}")
 
     def _report_broken(self, reason: str, trapped: bool = False) -> None:
-        self.health.broken = self.health.broken or reason
         if self.supervisor is not None:
             self.supervisor.tell(InstanceBroken(self.instance_id, reason, trapped))
 
 
-def _unavailable(point: Export, args: tuple[object, ...], plugin: str, why: str) -> GuestResult:
-    """The answer of an actor whose instance never started, shaped like the real result."""
+def _error_answer(point: Export, args: tuple[object, ...], plugin: str, why: str) -> GuestResult:
+    """The answer to a call no instance could run (it never started, or a host error broke
+    it): an Error status, shaped like the point's result."""
     status = Status(Code.ERROR, f"wasm plugin {plugin}: no instance to run {point}: {why}", plugin)
     shaped: dict[str, GuestResult] = {
         "prefilter": PreFilterResult(status),
@@ -296,4 +282,4 @@ def _unavailable(point: Export, args: tuple[object, ...], plugin: str, why: str)
 
 
 __all__ = ["GuestActor", "GuestResult", "Invoke", "Replied", "Describe", "InstanceInfo", "InstanceBroken",
-           "InstanceHealth", "ClusterEvent"]
+           "ClusterEvent"]

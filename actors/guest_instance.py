@@ -251,6 +251,7 @@ class GuestInstance:
         return Status(Code.ERROR, reason, self.plugin)
 
     def _broken_status(self, export: Export) -> Status:
+        """The answer of every call once the instance is broken: Error, without running guest code."""
         return Status(
             Code.ERROR,
             f"wasm plugin {self.plugin}: instance {self.instance_id} is discarded "
@@ -292,15 +293,11 @@ class GuestInstance:
             if self.output.stdout or self.output.stderr:
                 self._flush_output(ctx.export, ctx)
 
-    def _unavailable(self, export: Export) -> Status | None:
-        """Error if broken; None if the export can run."""
-        return self._broken_status(export) if self.broken else None
-
     # --- extension points ---------------------------------------------------------------
 
     def prefilter(self, pod: KubeObject, handle: FrameworkHandle) -> PreFilterResult:
-        if (bad := self._unavailable("prefilter")) is not None:
-            return PreFilterResult(bad)
+        if self.broken:
+            return PreFilterResult(self._broken_status("prefilter"))
         if "prefilter" not in self.exports:
             return PreFilterResult(self._success)
         ctx = CallContext("prefilter", handle, phase=self.phase, pod=pod)
@@ -325,8 +322,9 @@ class GuestInstance:
         handle: FrameworkHandle,
         target_pod: KubeObject | None = None,
     ) -> list[tuple[str, Status]]:
-        if (bad := self._unavailable(export)) is not None:
-            return [(name, bad) for name in node_names]
+        if self.broken:
+            broken = self._broken_status(export)
+            return [(name, broken) for name in node_names]
         ok = self._success
         if export not in self.exports:
             return [(name, ok) for name in node_names]
@@ -368,8 +366,8 @@ class GuestInstance:
     def postfilter(
         self, pod: KubeObject, node_to_status: Mapping[str, int], handle: FrameworkHandle
     ) -> PostFilterResult:
-        if (bad := self._unavailable("postfilter")) is not None:
-            return PostFilterResult(bad)
+        if self.broken:
+            return PostFilterResult(self._broken_status("postfilter"))
         if "postfilter" not in self.exports:
             return PostFilterResult(Status(Code.UNSCHEDULABLE, "", self.plugin))
         ctx = CallContext("postfilter", handle, phase=self.phase, pod=pod, node_to_status=node_to_status)
@@ -385,8 +383,8 @@ class GuestInstance:
     def prescore(
         self, pod: KubeObject, node_names: Sequence[str], handle: FrameworkHandle
     ) -> Status:
-        if (bad := self._unavailable("prescore")) is not None:
-            return bad
+        if self.broken:
+            return self._broken_status("prescore")
         if "prescore" not in self.exports:
             return self._success
         ctx = CallContext("prescore", handle, phase=self.phase, pod=pod, filtered_node_names=node_names)
@@ -399,8 +397,8 @@ class GuestInstance:
     def score(
         self, pod: KubeObject, node_names: Sequence[str], handle: FrameworkHandle
     ) -> ScoreResult:
-        if (bad := self._unavailable("score")) is not None:
-            return ScoreResult(bad)
+        if self.broken:
+            return ScoreResult(self._broken_status("score"))
         if "score" not in self.exports:
             return ScoreResult.from_columns(self._success, node_names, (0,) * len(node_names), copy=False)
         ctx = CallContext("score", handle, phase=self.phase, pod=pod)
@@ -425,8 +423,8 @@ class GuestInstance:
     def normalizescore(
         self, pod: KubeObject, scores: Sequence[NodeScore], handle: FrameworkHandle
     ) -> NormalizeScoreResult:
-        if (bad := self._unavailable("normalizescore")) is not None:
-            return NormalizeScoreResult(bad)
+        if self.broken:
+            return NormalizeScoreResult(self._broken_status("normalizescore"))
         if "normalizescore" not in self.exports:
             return NormalizeScoreResult(self._success, tuple(scores))
         ctx = CallContext(
@@ -463,8 +461,8 @@ class GuestInstance:
         handle: FrameworkHandle,
         absent: Status | None = None,
     ) -> tuple[Status, int | None]:
-        if (bad := self._unavailable(export)) is not None:
-            return bad, None
+        if self.broken:
+            return self._broken_status(export), None
         if export not in self.exports:
             return absent or self._success, None
         ctx = CallContext(export, handle, phase=self.phase, pod=pod, node_name=node_name)
@@ -511,8 +509,8 @@ class GuestInstance:
         return self._per_node("removepod", pod, [node_name], handle, target_pod)[0][1]
 
     def enqueue(self, handle: FrameworkHandle) -> tuple[tuple[ClusterEvent, ...], Status]:
-        if (bad := self._unavailable("enqueue")) is not None:
-            return DEFAULT_CLUSTER_EVENTS, bad
+        if self.broken:
+            return DEFAULT_CLUSTER_EVENTS, self._broken_status("enqueue")
         if "enqueue" not in self.exports:
             return DEFAULT_CLUSTER_EVENTS, self._success
         ctx = CallContext("enqueue", handle, phase=self.phase)

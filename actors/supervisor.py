@@ -35,7 +35,7 @@ from typing import Any
 import pykka
 
 from wasm_scheduler.actors.assignments import TOMBSTONE, Assignments, Place
-from wasm_scheduler.actors.guest_actor import GuestActor, InstanceBroken, InstanceHealth, Invoke, Replied
+from wasm_scheduler.actors.guest_actor import GuestActor, InstanceBroken, Invoke, Replied
 from wasm_scheduler.actors.kube.wire_cache import WireCache
 from wasm_scheduler.actors.mailbox import Ask, MailboxActor
 from wasm_scheduler.logger import get_logger
@@ -130,8 +130,6 @@ class Assigned:
 
     instance_id: str
     actor: pykka.ActorRef[GuestActor]
-    #: The actor's own word on its instance (`InstanceHealth`), for a facade passing it on.
-    health: InstanceHealth
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +191,7 @@ class SupervisorActor(MailboxActor):
         self.clock = clock
         self.log = log.bind(plugin=config.name)
         self._ids = itertools.count(1)
-        #: instance id -> the route to each live actor (its ref and health), made once.
+        #: instance id -> the route to each live actor (its id and ref), made once.
         self._actors: dict[str, Assigned] = {}
         self._idle: dict[str, float] = {}  # instance id -> idle since (insertion ordered)
         #: Which actor serves which pod: the lifecycle's rules live there.
@@ -362,7 +360,6 @@ class SupervisorActor(MailboxActor):
         assigned = self._actors.pop(instance_id, None)
         if assigned is None:
             return
-        assigned.health.broken = assigned.health.broken or msg.reason
         self._discarded += 1
         self._trapped += msg.trapped
         self._idle.pop(instance_id, None)
@@ -426,11 +423,8 @@ class SupervisorActor(MailboxActor):
 
     def _start_actor(self) -> str:
         instance_id = f"{self.config.name}-{next(self._ids)}"
-        health = InstanceHealth()
-        ref = GuestActor.start(
-            self.guest, self.config, instance_id, self.wire_cache, self.actor_ref, health
-        )
-        self._actors[instance_id] = Assigned(instance_id, ref, health)
+        ref = GuestActor.start(self.guest, self.config, instance_id, self.wire_cache, self.actor_ref)
+        self._actors[instance_id] = Assigned(instance_id, ref)
         self._started += 1
         return instance_id
 

@@ -336,7 +336,7 @@ class WasmPlugin:
             self._broken(answer.instance_id, "its actor died")
             return self._error(f"wasm plugin {self.name}: instance {answer.instance_id} serving pod {name} "
                                "was discarded; its cycle state is gone")
-        except Exception as exc:  # the actor answered with our own bug: the instance is suspect
+        except Exception as exc:  # the actor answered with our own bug: the instance is broken
             return self._host_bug(answer, invoke, exc)
 
     def _run_status(self, point: Export, args: tuple[object, ...], pod: KubeObject, cycle: Cycle) -> Status:
