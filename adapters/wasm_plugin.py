@@ -36,7 +36,7 @@ import contextlib
 import secrets
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import pykka
 
@@ -52,7 +52,7 @@ from wasm_scheduler.actors.guest_actor import (
     Point,
     Replied,
 )
-from wasm_scheduler.actors.kube.codec import KubeCodecError
+from wasm_scheduler.actors.kube.codec import KubeCodecError, encode_node, encode_pod
 from wasm_scheduler.actors.kube.wire_cache import WireCache
 from wasm_scheduler.actors.mailbox import Ask, ReplyFuture, ask
 from wasm_scheduler.actors.supervisor import (
@@ -108,6 +108,16 @@ POINT_EXPORTS: Mapping[str, tuple[str, ...]] = {point.name: point.exports for po
 def pod_key(pod: KubeObject) -> tuple[str, str]:
     """(uid, namespace/name) of a pod; a pod without a uid is known by its name."""
     return pod_uid(pod), pod_name(pod)
+
+
+def wire_problem(obj: KubeObject, kind: Literal["Node", "Pod"]) -> str:
+    """Why a guest could not be handed `obj`, a v1.Node or v1.Pod (the wire codec's
+    message, naming the field), or "" if it can."""
+    try:
+        (encode_node if kind == "Node" else encode_pod)(obj)
+    except KubeCodecError as exc:
+        return str(exc)
+    return ""
 
 
 #: An asked message's answer.

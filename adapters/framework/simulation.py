@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import wasm_scheduler.examples
-from wasm_scheduler.actors.kube.codec import KubeCodecError, encode_node, encode_pod
 from wasm_scheduler.adapters.extender.metrics import PluginCallMetrics, simulation_metrics
 from wasm_scheduler.adapters.framework.cluster import Cluster, LoadProgress, load_cluster
 from wasm_scheduler.adapters.framework.config import SchedulerConfig, load_config
@@ -35,7 +34,7 @@ from wasm_scheduler.adapters.framework.results import SimulationReport, Unmodell
 from wasm_scheduler.adapters.framework.scheduler import Scheduler, SchedulerOptions
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 from wasm_scheduler.adapters.framework.workloads import NO_WORKLOADS, Workloads
-from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin, wire_problem
 from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.compiler import GuestCompiler
 
@@ -66,15 +65,11 @@ def uses_wasm(config: SchedulerConfig) -> bool:
 def check_wire(cluster: Cluster) -> None:
     """Every node and pod encodes as a protobuf v1.Node / v1.Pod; UserError naming the field if not."""
     for node in cluster.nodes:
-        try:
-            encode_node(node.node)
-        except KubeCodecError as exc:
-            raise UserError(f"{cluster.source}: Node {node.name}: {exc}") from None
+        if problem := wire_problem(node.node, "Node"):
+            raise UserError(f"{cluster.source}: Node {node.name}: {problem}")
     for pod in (*cluster.running, *cluster.pending):
-        try:
-            encode_pod(pod.pod)
-        except KubeCodecError as exc:
-            raise UserError(f"{cluster.source}: Pod {pod.key}: {exc}") from None
+        if problem := wire_problem(pod.pod, "Pod"):
+            raise UserError(f"{cluster.source}: Pod {pod.key}: {problem}")
 
 
 def load_inputs(config_path: str | Path | None, cluster_path: str | Path | None,
