@@ -23,7 +23,7 @@ import pytest
 
 from wasm_scheduler.actors import supervisor as supervisor_module
 from wasm_scheduler.actors.assignments import TOMBSTONE, Assignments, Held, moves_to_binding
-from wasm_scheduler.actors.guest_actor import InstanceBroken, InstanceHealth
+from wasm_scheduler.actors.guest_actor import InstanceBroken
 from wasm_scheduler.actors.supervisor import (
     Assigned,
     Began,
@@ -214,7 +214,7 @@ def given(sup: SupervisorActor, before: Pool) -> None:
         named.add(h(held).instance_id)
     named.discard(TOMBSTONE)
     for instance_id in named:
-        sup._actors[instance_id] = Assigned(instance_id, StandIn(), InstanceHealth())
+        sup._actors[instance_id] = Assigned(instance_id, StandIn())
     sup._idle = {instance_id: sup.clock() for instance_id in before.idle}
     sup._lent = set(before.lent)
     sup.assignments = state(before.slot, *before.binding)

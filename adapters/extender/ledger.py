@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING
 
 import pykka
 
-from wasm_scheduler.actors.handle import KubeObject
 from wasm_scheduler.adapters.extender import protocol
 from wasm_scheduler.adapters.extender.nodes import LiveNodes
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.framework_api import SUCCESS, Status
+from wasm_scheduler.vocabulary import KubeObject
 
 if TYPE_CHECKING:  # the service imports this module
     from wasm_scheduler.adapters.extender.service import ServedProfile
