@@ -97,10 +97,6 @@ class GuestMemory:
             return b""
         return ctypes.string_at(self._address(ptr, length, what), length)
 
-    def read_str(self, ptr: int, length: int, what: str = "string") -> str:
-        """UTF-8 text; invalid bytes are replaced rather than trusted."""
-        return self.read(ptr, length, what).decode("utf-8", errors="replace")
-
     def write(self, ptr: int, data: bytes, what: str = "write") -> None:
         if not data:
             return

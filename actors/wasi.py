@@ -200,11 +200,6 @@ class Wasi:
                     _unsupported(len(import_type.results)),
                 )
 
-    @classmethod
-    def signature_of(cls, name: str) -> tuple[str, str] | None:
-        """The (params, results) letters ('i' i32, 'I' i64) of an implemented function."""
-        return cls._SIGNATURES.get(name)
-
 
 def _unsupported(result_count: int) -> Callable[..., Any]:
     def call(*_args: Any) -> Any:

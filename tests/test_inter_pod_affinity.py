@@ -37,7 +37,7 @@ from wasm_scheduler.adapters.framework.plugins.inter_pod_affinity import (
 )
 from wasm_scheduler.adapters.framework.pods import PodInfo
 from wasm_scheduler.adapters.framework.results import PodStatus, Preemption
-from wasm_scheduler.adapters.framework.simulation import NAMESPACE_LABELS_KIND, pod_constraints_not_modelled, simulate
+from wasm_scheduler.adapters.framework.simulation import NAMESPACE_LABELS_KIND, pod_unmodelled, simulate
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo, Snapshot
 from wasm_scheduler.framework_api import SUCCESS, Code, NodeScore, Status
 
@@ -804,8 +804,8 @@ def test_namespace_selector_without_namespace_objects_knows_only_the_name_label(
     assert shown(statuses) == [ANTI_FAILED, PASS]
     by_team = {"matchLabels": {"team": "a"}}
     labelled = kpod(spec_affinity=affinity(anti=[term("app", "In", ["web"], "zone", namespaceSelector=by_team)]))
-    assert pod_constraints_not_modelled(labelled) == [NAMESPACE_LABELS_KIND]
-    assert pod_constraints_not_modelled(incoming) == []
+    assert [gap.kind for gap in pod_unmodelled(labelled)] == [NAMESPACE_LABELS_KIND]
+    assert pod_unmodelled(incoming) == []
 
 
 def test_the_no_affinity_path_skips_prefilter_and_prescore():

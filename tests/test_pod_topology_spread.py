@@ -43,7 +43,7 @@ from wasm_scheduler.adapters.framework.plugins.pod_topology_spread import (
 )
 from wasm_scheduler.adapters.framework.pods import PodInfo
 from wasm_scheduler.adapters.framework.results import PodStatus, Preemption
-from wasm_scheduler.adapters.framework.simulation import pod_constraints_not_modelled
+from wasm_scheduler.adapters.framework.simulation import pod_unmodelled
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 from wasm_scheduler.adapters.framework.workloads import NO_WORKLOADS, Workloads
 from wasm_scheduler.framework_api import Code
@@ -1051,7 +1051,7 @@ def test_the_loader_keeps_workloads_and_checks_them():
 
 def test_topology_spread_is_no_longer_unmodelled():
     spread = kp("p", topologySpreadConstraints=[sc(1, "zone", DNS, FOO)])
-    assert pod_constraints_not_modelled(spread) == []
+    assert pod_unmodelled(spread) == []
 
 
 # --- args, registration, the fast path --------------------------------------------------

@@ -17,7 +17,7 @@ from wasm_scheduler.adapters.framework.resources import (
     pod_requests,
     quantity_value,
 )
-from wasm_scheduler.adapters.framework.snapshot import node_tree_order, normalized_image
+from wasm_scheduler.adapters.framework.snapshot import node_tree_order
 
 
 @pytest.mark.parametrize(("text", "value"), [
@@ -177,12 +177,6 @@ def test_assume_forget_bind_and_evict_update_the_cache():
     assert view.image_states("n1") == {"nginx:1.25": {"Size": 1000, "NumNodes": 1}}
     assert snapshot.evict(p.uid) is not None and snapshot.node_info("n2").pods == ()
     assert "no longer in the cluster" in snapshot.bind(p.uid, "n2")
-
-
-def test_normalized_image_names():
-    assert normalized_image("nginx") == "nginx:latest"
-    assert normalized_image("registry:5000/team/app") == "registry:5000/team/app:latest"
-    assert normalized_image("nginx@sha256:abc") == "nginx@sha256:abc"
 
 
 def test_resources_arithmetic():

@@ -130,27 +130,6 @@ def host_function_round_trip(compiler: GuestCompiler, calls: int = 20000, sample
     return round(max(with_calls - without, 0.0) / calls * 1e6, 3)
 
 
-def instance_score(compiler: GuestCompiler, guest_path: Path, nodes: int = 230, runs: int = 30,
-                   samples: int = 9) -> float:
-    """us for one Score over `nodes` nodes on one instance of the guest (no actors): the
-    best of `samples` timings of `runs` calls, after the pod's PreFilter and PreScore."""
-    config = PluginConfig("score-bench", str(guest_path))
-    inst = GuestInstance(compiler.load(config), config, "score-bench")
-    names = [f"node-{i}" for i in range(nodes)]
-    pod = {"metadata": {"name": "web-3", "namespace": "default", "uid": "score-bench"}}
-    handle = EmptyHandle()
-    inst.prefilter(pod, handle)
-    inst.prescore(pod, names, handle)
-
-    def run() -> float:
-        started = time.perf_counter()
-        for _ in range(runs):
-            inst.score(pod, names, handle)
-        return (time.perf_counter() - started) / runs * 1e6
-
-    return round(min(run() for _ in range(samples)), 1)
-
-
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * _page_size()

@@ -140,10 +140,6 @@ class Interrupter:
         self._interrupted = False
         self._on_attach = on_attach
 
-    @property
-    def interrupted(self) -> bool:
-        return self._interrupted
-
     def attach(self, interrupt: Callable[[], None]) -> None:
         with self._lock:
             self._current = interrupt
@@ -302,7 +298,6 @@ class ClusterWatch:
         self._backoff = backoff
         self._watch_timeout_s = watch_timeout_s
         self._rand = rand
-        self._resources = resources
         self._stores = {r.name: _Store() for r in resources}
         self._progress = {r.name: _Progress() for r in resources}
         self._interrupters = {r.name: Interrupter(functools.partial(self._answered, r.name)) for r in resources}

@@ -281,10 +281,6 @@ class ExtenderServer:
         return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
 
     @property
-    def draining(self) -> bool:
-        return self._draining
-
-    @property
     def open_connections(self) -> int:
         return len(self._open)
 

@@ -209,10 +209,6 @@ class ExtenderService:
         self._sweeper.join(timeout=5)
         self.node_cache.close()
 
-    @property
-    def closing(self) -> bool:
-        return self._closing
-
     # --- helpers -----------------------------------------------------------------------
 
     def _profile_of(self, pod: KubeObject) -> ServedProfile | None:

@@ -2,9 +2,9 @@
 
 This module owns `PodInfo` (the pod's dict in kubectl's JSON shape plus its uid,
 ``namespace/name``, priority and resource requests) and the small accessors every part
-of the framework shares: a pod's key, priority, scheduler name, preemption policy and
-images. Pod dicts are never edited: a change (a node name, a nomination) makes a new
-dict, so anything keyed on a dict's identity (the wasm side's encodings) stays right.
+of the framework shares: a pod's key, priority, scheduler name, node and nomination.
+Pod dicts are never edited: a change (a node name, a nomination) makes a new dict, so
+anything keyed on a dict's identity (the wasm side's encodings) stays right.
 """
 
 from __future__ import annotations
@@ -40,12 +40,6 @@ def node_name_of(pod: KubeObject) -> str:
 
 def nominated_node_of(pod: KubeObject) -> str:
     return str((pod.get("status") or {}).get("nominatedNodeName") or "")
-
-
-def pod_images(pod: KubeObject) -> list[str]:
-    spec = pod.get("spec") or {}
-    return [str(c["image"]) for kind in ("initContainers", "containers")
-            for c in spec.get(kind) or () if c.get("image")]
 
 
 def with_changes(pod: KubeObject, *, node_name: str | None = None, nominated: str | None = None) -> dict[str, Any]:

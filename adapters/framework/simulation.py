@@ -189,12 +189,6 @@ def pod_unmodelled(pod: KubeObject, workloads: Workloads = NO_WORKLOADS,
     return found
 
 
-def pod_constraints_not_modelled(pod: KubeObject, workloads: Workloads = NO_WORKLOADS,
-                                 default_spread: bool = False) -> list[str]:
-    """The kinds of `pod_unmodelled`."""
-    return [gap.kind for gap in pod_unmodelled(pod, workloads, default_spread)]
-
-
 def default_spread_profiles(frameworks: Mapping[str, Framework[NodeInfo]]) -> frozenset[str]:
     """The profiles (schedulerName) whose PodTopologySpread has default constraints
     (``defaultingType: System``, or ``List`` with ``defaultConstraints``)."""

@@ -64,12 +64,6 @@ def node_tree_order(nodes: Sequence[KubeObject]) -> list[KubeObject]:
     return ordered
 
 
-def normalized_image(name: str) -> str:
-    """An image name with the tag Kubernetes assumes when none is given."""
-    last = name.rsplit("/", 1)[-1]
-    return name if ":" in last or "@" in last else f"{name}:latest"
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class NodeInfo:
     """A node and the pods on it (running, bound or assumed)."""
@@ -131,11 +125,6 @@ class NodeInfo:
         if cached is not None:
             object.__setattr__(info, "_affinity_pods", (tuple(p for p in cached[0] if p is not gone),
                                                         tuple(p for p in cached[1] if p is not gone)))
-        return info
-
-    def with_node(self, node: KubeObject) -> NodeInfo:
-        info = NodeInfo(node, self.allocatable, self.pods, self.requested, self.non_zero_requested)
-        object.__setattr__(info, "_affinity_pods", self._affinity_pods)
         return info
 
     def _pods_by_affinity(self) -> tuple[tuple[PodInfo, ...], tuple[PodInfo, ...]]:
