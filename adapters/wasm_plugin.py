@@ -105,7 +105,7 @@ POINT_EXPORTS: Mapping[str, tuple[str, ...]] = {point.name: point.exports for po
                                                 if point.name != "unreserve"}
 
 
-def pod_key(pod: KubeObject) -> tuple[str, str]:
+def uid_and_name(pod: KubeObject) -> tuple[str, str]:
     """(uid, namespace/name) of a pod; a pod without a uid is known by its name."""
     return pod_uid(pod), pod_name(pod)
 
@@ -207,7 +207,7 @@ class WasmPlugin:
     def assignment(self, pod: KubeObject, binding: bool = False) -> Assigned | Lost:
         """The supervisor's word on which actor serves `pod` now; `binding`: for a call of
         the pod's binding cycle."""
-        return self._ask_supervisor(Route(*pod_key(pod), binding_first=binding))
+        return self._ask_supervisor(Route(*uid_and_name(pod), binding_first=binding))
 
     def reap(self) -> int:
         """Stop idle instances beyond `pool.minIdle` now (a timer does it after `idleSeconds`)."""
@@ -324,7 +324,7 @@ class WasmPlugin:
         """Begin the pod's cycle with its first call, `point`: BeginCycle carries it, the
         supervisor sends it on and the actor answers here, with the route; a Status if no
         actor can take it."""
-        uid, name = pod_key(pod)
+        uid, name = uid_and_name(pod)
         answer, result = self._begin(uid, name, Invoke(point, args, name, uid, "scheduling"), pod)
         if isinstance(answer, Lost):
             return self._error(answer.reason)
@@ -334,7 +334,7 @@ class WasmPlugin:
     def _run(self, point: Point, args: tuple[object, ...], pod: KubeObject, cycle: Cycle) -> GuestResult:
         """Run `point` on the pod's actor (remembered, or routed by the supervisor); a
         Status if none can."""
-        uid, name = pod_key(pod)
+        uid, name = uid_and_name(pod)
         invoke: Invoke[None] = Invoke(point, args, name, uid, cycle)
         answer = self._route(uid, name, cycle)
         if isinstance(answer, Lost):
@@ -371,7 +371,7 @@ class WasmPlugin:
 
     def pre_filter(self, state: CycleStateView | None, pod: KubeObject) -> PreFilterResult:
         if not self._exports("prefilter"):
-            uid, name = pod_key(pod)
+            uid, name = uid_and_name(pod)
             answer, _ = self._begin(uid, name)
             return PreFilterResult(self._error(answer.reason) if isinstance(answer, Lost) else self._success)
         result = self._begin_with("prefilter", (pod, self._handle(state)), pod)
@@ -419,12 +419,12 @@ class WasmPlugin:
             return result
         assert isinstance(result, PreScoreAndScore)
         if result.score is not None:
-            self._cycles.keep_scores(pod_key(pod)[0], EarlyScores(nodes, names, result.score))
+            self._cycles.keep_scores(uid_and_name(pod)[0], EarlyScores(nodes, names, result.score))
         return result.prescore
 
     def score_nodes(self, state: CycleStateView | None, pod: KubeObject,
                     nodes: Sequence[NamedNode | str]) -> ScoreResult:
-        early = self._cycles.take_scores(pod_key(pod)[0])
+        early = self._cycles.take_scores(uid_and_name(pod)[0])
         if early is not None and (early.nodes is nodes or early.names == _names(nodes)):
             return early.result
         result = self._run("score", (pod, _names(nodes), self._handle(state)), pod, "scheduling")
@@ -453,7 +453,7 @@ class WasmPlugin:
         if self._exports("permit"):
             result = self._run("permit", (pod, node_name, self._handle(state)), pod, "scheduling")
         if self._moves_to_binding:
-            self._to_binding(*pod_key(pod))
+            self._to_binding(*uid_and_name(pod))
         if isinstance(result, Status):
             return PermitResult(result)
         assert isinstance(result, PermitResult)
@@ -466,7 +466,7 @@ class WasmPlugin:
         status = self._success
         if self._exports("unreserve"):
             status = self._run_status("unreserve", (pod, node_name, self._handle(state)), pod, "binding")
-        uid, name = pod_key(pod)
+        uid, name = uid_and_name(pod)
         self._release(uid, name, "unreserve")
         if not status.ok:
             self.log.warning("cycle.unreserve_failed", pod=name, pod_uid=uid, reason=status.reason)
@@ -479,7 +479,7 @@ class WasmPlugin:
 
     def post_bind(self, state: CycleStateView | None, pod: KubeObject, node_name: str) -> None:
         """The last call of a successful binding cycle: the pod's actor returns to the pool."""
-        uid, name = pod_key(pod)
+        uid, name = uid_and_name(pod)
         status = self._success
         if self._exports("postbind"):
             status = self._run_status("postbind", (pod, node_name, self._handle(state)), pod, "binding")
@@ -490,14 +490,14 @@ class WasmPlugin:
     def hold_for_binding(self, pod: KubeObject) -> None:
         """Move the pod's instance to the binding map without a guest call (the extender's
         stand-in for Permit, which it runs later inside bind)."""
-        uid, name = pod_key(pod)
+        uid, name = uid_and_name(pod)
         self._to_binding(uid, name)
 
     def release(self, pod: KubeObject, why: str) -> None:
         """End the pod's cycle without a guest call: the HTTP extender gave up on a pod it
         held for its bind (it never came, or the pod was filtered again). The scheduling
         loop never needs this: the next pod's PreFilter takes over a rejected pod's slot."""
-        uid, name = pod_key(pod)
+        uid, name = uid_and_name(pod)
         self._release(uid, name, why)
 
     # --- outside every cycle -----------------------------------------------------------

@@ -306,14 +306,14 @@ def run_cycle(
     guest answers: every status is in the result.
     """
     from wasm_scheduler.adapters.framework.cycle_state import CycleState
-    from wasm_scheduler.adapters.wasm_plugin import pod_key
+    from wasm_scheduler.adapters.wasm_plugin import uid_and_name
     from wasm_scheduler.framework_api import Code, NodeScore, Status
 
     node_objs = [node(n) if isinstance(n, str) else n for n in nodes]
     names = tuple(_name_of(n) for n in node_objs)
     served = handle if handle is not None else NodesHandle(node_objs)
     state = CycleState(served)  # it carries the handle the guest reads
-    record: dict[str, Any] = {"pod": pod_key(pod)[1], "nodes": names}
+    record: dict[str, Any] = {"pod": uid_and_name(pod)[1], "nodes": names}
 
     def done(**more: Any) -> CycleResult:
         record.update(more)

@@ -97,7 +97,7 @@ from wasm_scheduler.adapters.framework.cycle_state import CycleState
 from wasm_scheduler.adapters.framework.framework import Framework
 from wasm_scheduler.adapters.framework.pods import DEFAULT_SCHEDULER_NAME
 from wasm_scheduler.adapters.framework.profile import framework_of
-from wasm_scheduler.adapters.wasm_plugin import WasmPlugin, pod_key
+from wasm_scheduler.adapters.wasm_plugin import WasmPlugin, uid_and_name
 from wasm_scheduler.framework_api import MAX_NODE_SCORE, SUCCESS, Code, Status
 from wasm_scheduler.logger import get_logger
 from wasm_scheduler.vocabulary import KubeObject
@@ -239,7 +239,7 @@ class ExtenderService:
 
     def _cycle_of(self, pod: KubeObject) -> PodCycle | None:
         """The pod's cycle under way here (held for its bind, or in the slot), if any."""
-        return self.ledger.cycle_of(pod_key(pod)[0])
+        return self.ledger.cycle_of(uid_and_name(pod)[0])
 
     def _lend(self, cycle: PodCycle, handle: RequestHandle) -> CycleState:
         """The cycle's state for one request, with that request's handle (a cycle in the slot
@@ -256,7 +256,7 @@ class ExtenderService:
     def _begin(self, pod: KubeObject, handle: RequestHandle, profile: ServedProfile) -> tuple[PodCycle, CycleState]:
         """A new scheduling cycle, in the slot: PreFilter of every plugin of the pod's profile
         (`Framework.run_pre_filter`). (The cycle, its state lent to this request.)"""
-        uid, name = pod_key(pod)
+        uid, name = uid_and_name(pod)
         state = CycleState(handle)
         began = self.ledger.begin(pod, uid, state, profile)
         if began is None:  # the pod's last bind still runs (`CycleLedger.begin`)
@@ -282,7 +282,7 @@ class ExtenderService:
 
     def _pass_filter(self, args: protocol.ExtenderArgs) -> dict[str, Any]:
         """A pod of a profile not served here: every node passes; its bind may follow."""
-        uid, name = pod_key(args.pod)
+        uid, name = uid_and_name(args.pod)
         if self.expect_bind:
             self.ledger.pass_filter(uid, name, args.node_names)
         log.debug("extender.passed_through", verb="filter", pod=name, pod_uid=uid,
@@ -292,7 +292,7 @@ class ExtenderService:
     def _pass_prioritize(self, args: protocol.ExtenderArgs) -> list[dict[str, Any]]:
         """A pod of a profile not served here: every node scores 0 (without a filter verb, this
         begins what its bind needs)."""
-        uid, name = pod_key(args.pod)
+        uid, name = uid_and_name(args.pod)
         if self.expect_bind:
             self.ledger.pass_prioritize(uid, name, args.node_names, self._filter_seen)
         log.debug("extender.passed_through", verb="prioritize", pod=name, pod_uid=uid,
@@ -383,7 +383,7 @@ class ExtenderService:
         elif self._filter_seen:
             # A prioritize follows its pod's filter in the same cycle: this one came after
             # the cycle ended (the pod's bind, or the bind timeout). No cycle starts for it.
-            uid, name = pod_key(args.pod)
+            uid, name = uid_and_name(args.pod)
             if self.ledger.binding_now(uid):
                 raise ExtenderCallError(f"the last bind of pod {name} is still running; retry later")
             raise ExtenderCallError(f"pod {name} has no scheduling cycle in this extender (its cycle ended, or "
@@ -447,7 +447,7 @@ class ExtenderService:
         elif verdict is BindVerdict.OTHER_POD:
             if cycle is not None:
                 refusal = (f"bind of {pod} names uid {uid}, which this extender "
-                           f"{'scheduled' if claim.held else 'schedules'} as {pod_key(cycle.pod)[1]}")
+                           f"{'scheduled' if claim.held else 'schedules'} as {uid_and_name(cycle.pod)[1]}")
             else:
                 assert passed is not None
                 refusal = f"bind of {pod} names uid {uid}, which this extender passed through as {passed.pod}"

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from wasm_scheduler.adapters.framework.errors import UserError, clip, shown, where
-from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, node_name_of, pod_key
+from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, node_name_of, pod_name
 from wasm_scheduler.adapters.framework.resources import QuantityError, Resources
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo, Snapshot
 from wasm_scheduler.adapters.framework.workloads import NO_WORKLOADS, WORKLOAD_KINDS, Workloads
@@ -348,7 +348,7 @@ def cluster_from_objects(docs: Iterable[Any], source: str = "<cluster>") -> Clus
     on_unknown: dict[str, str] = {}
     for _here, obj in pods:
         pod = _complete_pod(obj, priority_classes, default_priority, source)
-        key = pod_key(pod)
+        key = pod_name(pod)
         if key in seen:
             raise UserError(where(source, f"Pod {clip(key)}", "metadata.name: a second pod of that name"))
         seen.add(key)

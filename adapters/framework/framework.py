@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from wasm_scheduler.adapters.framework.cycle_state import CycleState
-from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, pod_key
+from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, pod_name
 from wasm_scheduler.adapters.framework.results import PASSED, CycleTrace, reason_groups
 from wasm_scheduler.adapters.framework.results import REASON_SEPARATOR as REASON_SEPARATOR  # re-exported
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
@@ -213,7 +213,7 @@ class Framework(Generic[NodeT]):
         if recorder is not None:
             recorder(point, plugin.name, elapsed, result)
         if enabled(self.log, DEBUG):  # a line nobody sees is not even built
-            self.log.debug("plugin.called", plugin=plugin.name, extension_point=point.lower(), pod=pod_key(pod),
+            self.log.debug("plugin.called", plugin=plugin.name, extension_point=point.lower(), pod=pod_name(pod),
                            duration_ms=round(elapsed * 1000, 3))
         return result
 

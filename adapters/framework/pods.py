@@ -2,7 +2,8 @@
 
 This module owns `PodInfo` (the pod's dict in kubectl's JSON shape plus its uid,
 ``namespace/name``, priority and resource requests) and the small accessors every part
-of the framework shares: a pod's key, priority, scheduler name, node and nomination.
+of the framework shares: a pod's ``namespace/name`` (`pod_name`, its key) and uid,
+priority, scheduler name, node and nomination.
 Pod dicts are never edited: a change (a node name, a nomination) makes a new dict, so
 anything keyed on a dict's identity (the wasm side's encodings) stays right.
 """
@@ -15,14 +16,10 @@ from typing import Any
 
 from wasm_scheduler.adapters.framework.resources import PodRequests, pod_requests
 from wasm_scheduler.vocabulary import KubeObject as KubeObject
-from wasm_scheduler.vocabulary import pod_name
+from wasm_scheduler.vocabulary import pod_name as pod_name
 from wasm_scheduler.vocabulary import pod_uid as pod_uid
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
-
-
-#: ``namespace/name``: the framework's key of a pod.
-pod_key = pod_name
 
 
 def pod_priority(pod: KubeObject) -> int:
@@ -75,7 +72,7 @@ class PodInfo:
     @classmethod
     def of(cls, pod: KubeObject) -> PodInfo:
         """QuantityError if a request is malformed (the cluster loader reports it)."""
-        return cls(pod, pod_uid(pod), pod_key(pod), pod_priority(pod), pod_requests(pod))
+        return cls(pod, pod_uid(pod), pod_name(pod), pod_priority(pod), pod_requests(pod))
 
     def with_pod(self, pod: KubeObject) -> PodInfo:
         """The same pod (same uid, same spec) as a new dict."""

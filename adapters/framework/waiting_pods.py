@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from wasm_scheduler.adapters.framework.pods import KubeObject, pod_key, pod_uid
+from wasm_scheduler.adapters.framework.pods import KubeObject, pod_name, pod_uid
 from wasm_scheduler.framework_api import Code, Status
 
 #: kube-scheduler caps a Permit plugin's wait at 15 minutes.
@@ -37,7 +37,7 @@ class WaitingPod:
         self.pod = pod
         self.node = node
         self.uid = pod_uid(pod)
-        self.key = pod_key(pod)
+        self.key = pod_name(pod)
         self._clock = clock
         now = clock()
         self._pending = {name: _Pending(now + min(t, MAX_PERMIT_TIMEOUT_S), min(t, MAX_PERMIT_TIMEOUT_S))
