@@ -327,18 +327,14 @@ def run_simulate(args: argparse.Namespace) -> int:
     explain_key = find_explained(cluster, args.explain).key if args.explain else None
     console = CommandConsole(file=sys.stdout, highlight=False)
     table = args.output == "table"
-    compiler = GuestCompiler(cache_dir=cache_dir_of(args))
-    try:
-        with ProgressBar(console) as bar:
-            def progress(done: int, total: int) -> None:
-                sink.release()
-                if table:
-                    bar(done, total)
+    with GuestCompiler(cache_dir=cache_dir_of(args)) as compiler, ProgressBar(console) as bar:
+        def progress(done: int, total: int) -> None:
+            sink.release()
+            if table:
+                bar(done, total)
 
-            report = simulate(config, cluster, explain=[explain_key] if explain_key else (),
-                              progress=progress, seed=args.seed, compiler=compiler, metrics=not table)
-    finally:
-        compiler.close()
+        report = simulate(config, cluster, explain=[explain_key] if explain_key else (),
+                          progress=progress, seed=args.seed, compiler=compiler, metrics=not table)
     sink.release()
     explained = report.outcome(explain_key) if explain_key else None
     with writing_output():
@@ -417,14 +413,11 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.nodes < 1 or args.init_pods < 0 or args.pods < 1 or args.rounds < 1:
         raise UserError("bench: --nodes, --pods and --rounds must be positive, --init-pods not negative")
     status = CommandConsole(file=sys.stderr, highlight=False)
-    compiler = GuestCompiler(cache_dir=cache_dir_of(args), fast_calls=not args.public_api)
-    try:
+    with GuestCompiler(cache_dir=cache_dir_of(args), fast_calls=not args.public_api) as compiler:
         document = bench(Workload(args.nodes, args.init_pods, args.pods), args.rounds,
                          progress=lambda done, total, what: status.print(f"bench [{done}/{total}] {what}"),
                          compiler=compiler, fast_calls=not args.public_api, cpus=getattr(args, "cpus_used", "all"),
                          compare_metrics=args.compare_metrics)
-    finally:
-        compiler.close()
     with writing_output():
         if args.output == "json":
             write_json(document, sys.stdout)

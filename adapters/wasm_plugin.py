@@ -159,7 +159,7 @@ class WasmPlugin:
         self._moves_to_binding = moves_to_binding(guest.exports)
         info = self._first_instance()
         if info.broken:
-            self.stop()
+            self.close()
             raise GuestLoadError(f"{config.name!r} ({guest.url})", info.broken.split(": ", 1)[-1])
 
     @classmethod
@@ -213,7 +213,7 @@ class WasmPlugin:
         """Stop idle instances beyond `pool.minIdle` now (a timer does it after `idleSeconds`)."""
         return self._ask_supervisor(Reap())
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def close(self, timeout: float = 10.0) -> None:
         """Stop the supervisor and every guest actor of this plugin, and wait for them."""
         self._cycles.clear()
         try:
@@ -226,6 +226,12 @@ class WasmPlugin:
                 ref.stop(block=True, timeout=timeout)
             except pykka.Timeout:
                 self.log.warning("instance.stop_timeout", timeout_s=timeout)
+
+    def __enter__(self) -> WasmPlugin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # --- plumbing ----------------------------------------------------------------------
 

@@ -22,10 +22,9 @@ HERE = Path(__file__).resolve().parent
 
 def main() -> dict[str, int]:
     configure_logging("warning")  # logs to stderr; "info" shows every assignment
-    compiler = GuestCompiler()
     config = PluginConfig.from_args("NodeNumber", {"guestURL": "nodenumber/nodenumber.wasm"}, base_dir=str(HERE))
-    plugin = WasmPlugin.load(config, compiler)  # compiles once, starts one instance in its actor
-    try:
+    # The plugin compiles once and starts one instance in its actor; both are closed on leaving.
+    with GuestCompiler() as compiler, WasmPlugin.load(config, compiler) as plugin:
         pod = {"metadata": {"name": "web-3", "namespace": "default", "uid": "uid-web-3"},
                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}
         nodes = ["node-1", "node-3", "node-13", "node-7"]
@@ -39,9 +38,6 @@ def main() -> dict[str, int]:
         print("Score:", result.status, scores)
         print("pool:", plugin.counts())
         return scores
-    finally:
-        plugin.stop()
-        compiler.close()
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ def deadline_ticks(timeout_ms: int) -> int:
 class EpochTicker:
     """Advances an engine's epoch every EPOCH_TICK_MS, so guest calls meet their deadlines.
 
-    A daemon thread: it never keeps the process alive, and `stop()` ends it.
+    A daemon thread: it never keeps the process alive, and `close()` ends it.
     """
 
     def __init__(self, engine: wasmtime.Engine) -> None:
@@ -97,7 +97,7 @@ class EpochTicker:
         while not self._stop.wait(EPOCH_TICK_MS / 1000):
             self._engine.increment_epoch()
 
-    def stop(self) -> None:
+    def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=1)
 
@@ -129,7 +129,13 @@ class GuestCompiler:
         with self._lock:
             ticker, self._ticker = self._ticker, None
         if ticker is not None:
-            ticker.stop()
+            ticker.close()
+
+    def __enter__(self) -> GuestCompiler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def helper_module(self, name: str, wat: str) -> wasmtime.Module:
         """A module of the runtime's own (WAT text), compiled once per compiler and engine."""

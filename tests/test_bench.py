@@ -148,7 +148,7 @@ def test_extender_variants_send_what_their_configuration_says(variant: str, send
         assert body["Nodes"]["items"] == [info.node for info in nodes], "the whole objects, as kube-scheduler sends"
     else:
         assert body["NodeNames"] == ["node-3", "node-4"]
-    client.stop()
+    client.close()
 
 
 def test_an_extender_without_node_cache_capable_gets_whole_nodes_as_kube_scheduler_sends_them() -> None:
@@ -157,7 +157,7 @@ def test_an_extender_without_node_cache_capable_gets_whole_nodes_as_kube_schedul
 
     client = ExtenderClient(PluginContext(ExtenderClient.NAME, {"urlPrefix": "http://127.0.0.1:1"}, None, None))  # type: ignore[arg-type]
     assert client.node_cache_capable is False
-    client.stop()
+    client.close()
 
 
 def test_added_time_is_floored_by_the_plugin_s_cpu_on_the_scheduling_thread_not_its_wall_time() -> None:

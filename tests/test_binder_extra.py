@@ -153,7 +153,7 @@ def test_no_binder_needed_works_without_the_client(no_cluster_env: Path) -> None
         assert isinstance(running.service.binder, NoBinder)
         assert [wp.plugin.name for wp in running.plugins] == ["NodeNumber"]
     finally:
-        running.stop()
+        running.close()
         running.compiler.close()
 
 

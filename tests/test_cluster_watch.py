@@ -737,7 +737,7 @@ def test_names_only_requests_are_served_from_the_watched_view(apiserver: FakeApi
         scores = _post(running.server.url, "prioritize", {"Pod": pod_body, "NodeNames": ["node-04", "node-13"]})
         assert scores == [{"Host": "node-04", "Score": 0}, {"Host": "node-13", "Score": 10}]
     finally:
-        running.stop()
+        running.close()
     assert [e["event"] for e in logs if e["event"].startswith("extender.view_")][:2] == [
         "extender.view_watching", "extender.view_synced"]
     assert not [e for e in logs if e["event"] == "extender.view_sync_timeout"]
@@ -755,6 +755,6 @@ def test_an_unsynced_view_is_a_warning_not_a_failed_start(apiserver: FakeApiServ
         assert time.monotonic() - began < 20  # denied: no point waiting the whole 30 s
         assert not running.service.node_cache.nodes
     finally:
-        running.stop()
+        running.close()
     warned = [e for e in logs if e["event"] == "extender.view_sync_timeout"]
     assert len(warned) == 1 and warned[0]["log_level"] == "warning" and "403" in warned[0]["error"]

@@ -54,12 +54,8 @@ def _simulate(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, lis
 
 
 def _load(folder: Path | None) -> tuple[str, list[dict[str, object]]]:
-    compiler = GuestCompiler(cache_dir=folder)
-    try:
-        with structlog.testing.capture_logs() as logs:
-            origin = compiler.load(NODENUMBER).origin
-    finally:
-        compiler.close()
+    with GuestCompiler(cache_dir=folder) as compiler, structlog.testing.capture_logs() as logs:
+        origin = compiler.load(NODENUMBER).origin
     return origin, logs
 
 
@@ -115,7 +111,7 @@ def test_the_extender_uses_its_cache_dir(tmp_path: Path) -> None:
     origins = []
     for _ in range(2):
         running = RunningExtender(options)
-        running.stop()
+        running.close()
         running.compiler.close()
         origins += [wp.plugin.guest.origin for wp in running.plugins]
     assert origins == ["compiled", "disk"]

@@ -122,7 +122,7 @@ def extender(compiler: GuestCompiler) -> Iterator[Callable[..., Extender]]:
         ext.service.close()
         ext.api.stop()
         for plugin in ext.plugins:
-            plugin.stop()
+            plugin.close()
 
 
 def args_with_nodes(p: dict[str, Any], names: list[str] = NODE_NAMES) -> dict[str, Any]:

@@ -91,7 +91,7 @@ class Extender:
         self.server.stop()
         self.service.close()
         for plugin in self.plugins:
-            plugin.stop()
+            plugin.close()
 
 
 @pytest.fixture

@@ -182,7 +182,7 @@ def service(compiler: GuestCompiler) -> Iterator[Callable[..., tuple[ExtenderSer
     for svc, plugins in made:
         svc.close()
         for plugin in plugins:
-            plugin.stop()
+            plugin.close()
 
 
 def test_a_skip_at_prefilter_spares_that_plugins_filter_for_the_whole_cycle(service) -> None:

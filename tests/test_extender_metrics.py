@@ -170,7 +170,7 @@ def served(compiler: GuestCompiler) -> Iterator[tuple[ExtenderService, ExtenderM
         yield service, metrics, binder
     finally:
         service.close()
-        checker.stop()
+        checker.close()
 
 
 def filter_args(name: str, nodes: list[str]) -> protocol.ExtenderArgs:
@@ -230,7 +230,7 @@ def test_held_instances_and_a_full_pool_are_read_from_the_supervisor(
 def test_a_stopped_plugin_is_left_out_of_a_scrape(compiler: GuestCompiler) -> None:
     plugin = WasmPlugin.load(PluginConfig("checker", str(GUESTS / "checker.wat")), compiler)
     metrics = ExtenderMetrics([plugin])
-    plugin.stop()
+    plugin.close()
     assert value(scrape(metrics), "wasm_scheduler_plugin_instances_live", plugin="checker") == 0
 
 
@@ -375,7 +375,7 @@ def running(tmp_path: Path, compiler: GuestCompiler) -> Iterator[Callable[..., R
 
     yield start
     for extender in made:
-        extender.stop()
+        extender.close()
 
 
 def test_the_running_extender_serves_metrics_and_probes(running: Callable[..., RunningExtender]) -> None:

@@ -105,10 +105,10 @@ def write_config(tmp_path: Path, profiles: list[dict[str, Any]]) -> Path:
     return path
 
 
-def stop_all(profiles: list[ServedProfile]) -> None:
+def close_all(profiles: list[ServedProfile]) -> None:
     for profile in profiles:
         for wp in profile.plugins:
-            wp.plugin.stop()
+            wp.plugin.close()
 
 
 # 1. profiles and enablement ----------------------------------------------------------------
@@ -136,7 +136,7 @@ PROFILES = [
 def profiles(tmp_path: Path, compiler: GuestCompiler) -> Iterator[list[ServedProfile]]:
     served = load_profiles(load_config(write_config(tmp_path, PROFILES)), compiler)
     yield served
-    stop_all(served)
+    close_all(served)
 
 
 def test_each_profile_serves_exactly_the_wasm_plugins_it_enables(profiles: list[ServedProfile]) -> None:
@@ -198,7 +198,7 @@ def plugins(compiler: GuestCompiler) -> Iterator[list[WasmPlugin]]:
             WasmPlugin.load(PluginConfig("checker", CHECKER), compiler)]  # checker reads every call's pod
     yield made
     for plugin in made:
-        plugin.stop()
+        plugin.close()
 
 
 def test_what_the_service_keeps_is_bounded_by_the_pods_in_flight(plugins: list[WasmPlugin]) -> None:
@@ -473,7 +473,7 @@ def test_a_bind_the_shutdown_overtakes_answers_without_a_traceback(plugins: list
         server.stop()  # the drain gives up after 0.2 s
         service.close()
         for plugin in plugins:
-            plugin.stop()
+            plugin.close()
         gate.set()
         bind.join(20)
     assert not bind.is_alive()
@@ -623,7 +623,7 @@ def test_the_verb_options_reach_the_server(capsys) -> None:
         assert status == 200 and answer["NodeNames"] == ["node-03"]
         assert post(running.server, "/filter", {"Pod": pod("web-3"), "NodeNames": ["node-03"]})[0] == 404
     finally:
-        running.stop()
+        running.close()
         running.compiler.close()
     for bad in (["--filter-verb", "a b"], ["--bind-verb", "filter"]):
         one_line_exit_2(extender(*bad), capsys, bad[0])

@@ -99,7 +99,7 @@ def through_the_extender(config_path: Path, cluster_path: Path, compiler: GuestC
             counts = plugin.plugin.counts()
             assert counts.binding == 0 and counts.discarded == 0 and counts.balanced
     finally:
-        running.stop()
+        running.close()
         api.stop()
     return placements
 

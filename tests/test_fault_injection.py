@@ -98,7 +98,7 @@ def test_random_guest_faults_never_take_the_scheduler_down(compiler: GuestCompil
             future.result()
 
     counts = plugin.counts()
-    plugin.stop()
+    plugin.close()
     assert len(outcomes) == PODS, "every pod reached a final state"
     assert counts.binding == 0 and counts.lent == 0 and counts.balanced, counts
     assert counts.discarded > 0 and errors, "the chaos guest injected no fault: the test proves nothing"

@@ -36,9 +36,8 @@ def test_the_committed_module_is_built_from_the_committed_text():
 
 def test_nodenumber_keeps_cycle_state_from_prescore_to_score(compiler):
     cl = cluster(node("node-1"))
-    plugin = WasmPlugin.load(PluginConfig.from_args("NodeNumber", nodenumber("NodeNumber")["args"]), compiler,
-                             SchedulerHandle(cl.snapshot()))
-    try:
+    with WasmPlugin.load(PluginConfig.from_args("NodeNumber", nodenumber("NodeNumber")["args"]), compiler,
+                         SchedulerHandle(cl.snapshot())) as plugin:
         p = pod("web-7")
         names = ["node-6", "node-7", "node-17"]
         state = CycleState()
@@ -62,8 +61,6 @@ def test_nodenumber_keeps_cycle_state_from_prescore_to_score(compiler):
         q = pod("web")
         assert plugin.pre_filter(CycleState(), q).status.ok and plugin.pre_score(CycleState(), q, names).ok
         assert {s.score for s in plugin.score_nodes(CycleState(), q, names).scores} == {0}
-    finally:
-        plugin.stop()
 
 
 def test_nodenumber_decides_between_otherwise_equal_nodes(compiler):

@@ -352,20 +352,15 @@ def test_compiles_once_per_compiler(fresh: GuestCompiler) -> None:
 
 
 def test_two_compilers_do_not_share(fresh: GuestCompiler) -> None:
-    other = GuestCompiler()
-    try:
+    with GuestCompiler() as other:
         a = fresh.compile("a", "a.wat", MINIMAL)
         b = other.compile("a", "a.wat", MINIMAL)
         assert a.origin == b.origin == "compiled"
         assert a.module is not b.module
-    finally:
-        other.close()
 
 
 def test_disk_cache(tmp_path: Path) -> None:
-    first = GuestCompiler(cache_dir=tmp_path)
-    second = GuestCompiler(cache_dir=tmp_path)
-    try:
+    with GuestCompiler(cache_dir=tmp_path) as first, GuestCompiler(cache_dir=tmp_path) as second:
         compiled = first.compile("probe", "probe.wat", PROBE_BYTES)
         assert compiled.origin == "compiled"
         artifacts = list(tmp_path.iterdir())
@@ -379,32 +374,20 @@ def test_disk_cache(tmp_path: Path) -> None:
         inst = GuestInstance(loaded, PluginConfig(name="probe", guest_url="probe.wat"), "disk-1")
         Script().returns(0, -5).load(inst)
         assert inst.score({"metadata": {"name": "p"}}, ["node-1"], EmptyHandle()).scores[0].score == -5
-    finally:
-        first.close()
-        second.close()
 
 
 def test_stale_disk_cache_is_recompiled(tmp_path: Path) -> None:
-    first = GuestCompiler(cache_dir=tmp_path)
-    try:
+    with GuestCompiler(cache_dir=tmp_path) as first:
         first.compile("m", "m.wat", MINIMAL)
-    finally:
-        first.close()
     [artifact] = tmp_path.iterdir()
     artifact.write_bytes(b"not a compiled module")
-    second = GuestCompiler(cache_dir=tmp_path)
-    try:
+    with GuestCompiler(cache_dir=tmp_path) as second:
         guest = second.compile("m", "m.wat", MINIMAL)
         assert guest.origin == "compiled"
         assert guest.exports == frozenset({"filter"})
         assert artifact.read_bytes() != b"not a compiled module"
-    finally:
-        second.close()
-    third = GuestCompiler(cache_dir=tmp_path)
-    try:
+    with GuestCompiler(cache_dir=tmp_path) as third:
         assert third.compile("m", "m.wat", MINIMAL).origin == "disk"
-    finally:
-        third.close()
 
 
 # --- ABI validation ---------------------------------------------------------------------------------

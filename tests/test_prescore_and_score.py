@@ -49,7 +49,7 @@ def plugin(compiler: GuestCompiler) -> Iterator[Callable[[str], WasmPlugin]]:
 
     yield make
     for made in started:
-        made.stop()
+        made.close()
 
 
 def scores(first: int, nodes: list[str] = NODES) -> tuple[NodeScore, ...]:

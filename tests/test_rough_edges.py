@@ -239,12 +239,8 @@ def test_a_wat_syntax_error_names_file_line_and_column(tmp_path: Path) -> None:
           )
         )
     """))
-    compiler = GuestCompiler(cache_dir=None)
-    try:
-        with pytest.raises(GuestLoadError) as raised:
-            compiler.load(PluginConfig.from_args("Broken", {"guestURL": "broken.wat"}, base_dir=str(tmp_path)))
-    finally:
-        compiler.close()
+    with GuestCompiler(cache_dir=None) as compiler, pytest.raises(GuestLoadError) as raised:
+        compiler.load(PluginConfig.from_args("Broken", {"guestURL": "broken.wat"}, base_dir=str(tmp_path)))
     message = str(raised.value)
     assert "\n" not in message
     assert message == "wasm guest 'Broken' (broken.wat): invalid WebAssembly text: broken.wat:5:3: expected a i32"
@@ -258,14 +254,9 @@ if sys.argv[1:] == ["configured"]:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
 from wasm_scheduler import GuestCompiler, PluginConfig, WasmPlugin
 from wasm_scheduler.testing import node, pod, run_cycle
-compiler = GuestCompiler(cache_dir=None)
 config = PluginConfig.from_args("NodeNumber", {"guestURL": GUEST, "args": ["nodenumber"]})
-plugin = WasmPlugin.load(config, compiler)
-try:
+with GuestCompiler(cache_dir=None) as compiler, WasmPlugin.load(config, compiler) as plugin:
     assert run_cycle(plugin, pod("web-3"), [node("node-1"), node("node-3")]).node == "node-3"
-finally:
-    plugin.stop()
-    compiler.close()
 """
 
 

@@ -118,7 +118,7 @@ def test_thousands_of_pods_with_random_fates(compiler: GuestCompiler, guest: str
 
     counts = plugin.counts()
     placement = plugin.placement()
-    plugin.stop()
+    plugin.close()
     assert not failures, failures[:10]
     assert len(outcomes) == PODS, "every pod reaches a final state"
     traps = Counter(fates)["trap"]

@@ -44,7 +44,7 @@ def checker_plugin(compiler: GuestCompiler) -> Iterator[Callable[..., WasmPlugin
 
     yield make
     for plugin in started:
-        plugin.stop()
+        plugin.close()
 
 
 def instance_of(plugin: WasmPlugin, pod: dict) -> str | None:
@@ -211,8 +211,7 @@ def test_guests_without_permit_or_postbind_still_give_their_instance_back(compil
     guest = wat_guest(compiler, "filter-only", """
         (module (memory (export "memory") 1)
           (func (export "filter") (result i32) (i32.const 0)))""")
-    plugin = WasmPlugin(guest, PluginConfig("filter-only", guest.url))
-    try:
+    with WasmPlugin(guest, PluginConfig("filter-only", guest.url)) as plugin:
         assert plugin.implements("permit") and plugin.implements("post_bind")
         assert not plugin.implements("score") and plugin.implements("filter")
         for i in range(5):
@@ -224,23 +223,18 @@ def test_guests_without_permit_or_postbind_still_give_their_instance_back(compil
             plugin.post_bind(None, pod, NODES[0])
         counts = plugin.counts()
         assert (counts.binding, counts.scheduling, counts.started) == (0, 0, 1) and counts.balanced
-    finally:
-        plugin.stop()
 
 
 def test_score_only_guest_gets_a_cycle_without_exporting_prefilter(compiler: GuestCompiler) -> None:
     guest = wat_guest(compiler, "score-only", """
         (module (memory (export "memory") 1)
           (func (export "score") (result i64) (i64.const 0x700000000)))""")
-    plugin = WasmPlugin(guest, PluginConfig("score-only", guest.url))
-    try:
+    with WasmPlugin(guest, PluginConfig("score-only", guest.url)) as plugin:
         pod = make_pod("a")
         plugin.pre_filter(None, pod)
         result = plugin.score_nodes(None, pod, NODES)
         assert result.status.ok and result.scores == tuple(NodeScore(n, 7) for n in NODES)
         assert plugin.normalize_score(None, pod, result.scores).scores == result.scores
-    finally:
-        plugin.stop()
 
 
 def test_events_to_register_borrows_an_idle_actor_outside_every_cycle(compiler: GuestCompiler) -> None:
@@ -250,15 +244,12 @@ def test_events_to_register_borrows_an_idle_actor_outside_every_cycle(compiler: 
           (data (i32.const 16) "\\01\\00\\00\\00\\08\\00\\00\\00\\00\\00\\00\\00\\01\\00\\00\\00")
           (func (export "enqueue") (call $ev (i32.const 16) (i32.const 16)))
           (func (export "filter") (result i32) (i32.const 0)))""")
-    plugin = WasmPlugin(guest, PluginConfig("events", guest.url))
-    try:
+    with WasmPlugin(guest, PluginConfig("events", guest.url)) as plugin:
         events = plugin.events_to_register()
         assert [(int(e.resource), int(e.action)) for e in events] == [(1, 8), (0, 1)]
         assert plugin.events_to_register() is events  # asked once, then cached
         counts = plugin.counts()
         assert (counts.idle, counts.lent, counts.started) == (1, 0, 1)
-    finally:
-        plugin.stop()
 
 
 def test_max_instances_gives_a_clear_error_when_reached(checker_plugin) -> None:
@@ -307,9 +298,8 @@ def test_surplus_idle_instances_stop_on_their_own_after_idle_time(checker_plugin
 @pytest.fixture
 def scorer_plugin(compiler: GuestCompiler) -> Iterator[WasmPlugin]:
     guest = wat_guest(compiler, "scorer", SCORER_WAT)
-    plugin = WasmPlugin(guest, PluginConfig("scorer", guest.url))
-    yield plugin
-    plugin.stop()
+    with WasmPlugin(guest, PluginConfig("scorer", guest.url)) as plugin:
+        yield plugin
 
 
 def test_a_pod_of_a_guest_without_binding_exports_keeps_the_slot_through_permit(scorer_plugin) -> None:
@@ -383,8 +373,7 @@ def test_a_pod_scheduled_again_while_its_last_binding_cycle_runs_leaks_nothing(p
     # The extender can do this: kube-scheduler's bind call times out while the guest's bind
     # still runs, and the pod comes back to filter. The binding cycle that ends first
     # releases its own actor; the new cycle's is released when its own binding cycle ends.
-    plugin = WasmPlugin(probe, PluginConfig("probe", probe.url))
-    try:
+    with WasmPlugin(probe, PluginConfig("probe", probe.url)) as plugin:
         p = make_pod("p")
         assert plugin.pre_filter(None, p).status.ok
         assert plugin.permit(None, p, NODES[0]).status.ok  # the first cycle's instance goes to binding
@@ -395,8 +384,6 @@ def test_a_pod_scheduled_again_while_its_last_binding_cycle_runs_leaks_nothing(p
         plugin.post_bind(None, p, NODES[0])
         counts = plugin.counts()
         assert (counts.scheduling, counts.binding, counts.idle) == (0, 0, counts.started) and counts.balanced
-    finally:
-        plugin.stop()
 
 
 def test_our_own_bug_in_a_call_to_a_passed_on_actor_is_an_error_and_discards_it(scorer_plugin, monkeypatch) -> None:
@@ -445,8 +432,7 @@ def test_a_pod_moved_to_binding_again_before_its_last_binding_cycle_ended_leaks_
     # The extender after a bind timeout: the pod is scheduled and held for binding again
     # while the first bind still runs. One binding assignment a pod: the older actor
     # returns to the pool instead of being lost to every count.
-    plugin = WasmPlugin(probe, PluginConfig("probe", probe.url))
-    try:
+    with WasmPlugin(probe, PluginConfig("probe", probe.url)) as plugin:
         p = make_pod("p")
         for _ in range(2):
             assert plugin.pre_filter(None, p).status.ok
@@ -456,8 +442,6 @@ def test_a_pod_moved_to_binding_again_before_its_last_binding_cycle_ended_leaks_
         plugin.post_bind(None, p, NODES[0])
         counts = plugin.counts()
         assert (counts.binding, counts.idle) == (0, counts.started) and counts.balanced, counts
-    finally:
-        plugin.stop()
 
 
 def test_an_idle_actor_keeps_nothing_of_its_last_call(checker_plugin) -> None:

@@ -48,7 +48,7 @@ class AssignmentMachine(RuleBasedStateMachine):
         self.expected_discards = 0
 
     def teardown(self) -> None:
-        self.plugin.stop()
+        self.plugin.close()
 
     def instance(self, name: str, binding: bool = False) -> str | None:
         answer = self.plugin.assignment(pod(name), binding)

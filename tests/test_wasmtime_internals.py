@@ -384,16 +384,13 @@ def test_nodenumber_gives_the_same_answers_without_the_private_api(compiler: Gue
 
 def _cycles(compiler: GuestCompiler) -> list[tuple[object, ...]]:
     config = PluginConfig.from_args("NodeNumber", {"guestURL": str(NODENUMBER)})
-    plugin = WasmPlugin.load(config, compiler)
-    try:
+    with WasmPlugin.load(config, compiler) as plugin:
         nodes = [node(f"node-{i}") for i in range(12)]
         outcomes = []
         for name in ("web-3", "web-7", "api-0", "web"):
             result = run_cycle(plugin, pod(name), nodes)
             outcomes.append((result.node, dict(result.scores), result.bound, result.failures))
         return outcomes
-    finally:
-        plugin.stop()
 
 
 def test_a_plugin_schedules_the_same_without_the_private_api(compiler: GuestCompiler,

@@ -447,11 +447,11 @@ class GuestLoader:
     def __repr__(self) -> str:
         return f"GuestLoader(base_dir={str(self.base_dir)!r}, loaded={[p.name for p in self.loaded]!r})"
 
-    def stop_all(self) -> None:
-        """Stop every plugin loaded through this loader."""
+    def close(self) -> None:
+        """Close every plugin loaded through this loader."""
         loaded, self.loaded = self.loaded, []
         for plugin in reversed(loaded):
-            plugin.stop()
+            plugin.close()
 
 
 @pytest.fixture(scope="session")
@@ -460,11 +460,8 @@ def wasm_compiler() -> Iterator[GuestCompiler]:
     by every test; closed when the session ends."""
     from wasm_scheduler.registry.compiler import GuestCompiler
 
-    compiler = GuestCompiler()
-    try:
+    with GuestCompiler() as compiler:
         yield compiler
-    finally:
-        compiler.close()
 
 
 @pytest.fixture
@@ -477,7 +474,7 @@ def wasm_guest(wasm_compiler: GuestCompiler, request: pytest.FixtureRequest) -> 
     try:
         yield loader
     finally:
-        loader.stop_all()
+        loader.close()
 
 
 @pytest.fixture

@@ -151,16 +151,13 @@ def measure(nodes: int, pods: int, rounds: int = 1, group: int = 10,
     cluster = cluster_from_objects([{"apiVersion": "v1", "kind": "List", "items": objects(nodes, pods, group)}],
                                    f"<constraints benchmark: {nodes} nodes, {pods} pods>")
     results: dict[str, list[Round]] = {variant: [] for variant in VARIANTS}
-    compiler = GuestCompiler()
-    try:
+    with GuestCompiler() as compiler:
         for r in range(rounds):
             for variant in VARIANTS:
                 rnd = run_round(variant, cluster, compiler)
                 results[variant].append(rnd)
                 if progress is not None:
                     progress(f"round {r + 1}/{rounds} {variant}: {rnd.seconds:.1f} s")
-    finally:
-        compiler.close()
     best = {variant: {half: min((rnd.halves[half] for rnd in rounds_), key=lambda h: h.mean_us)
                       for half in (PLAIN, CONSTRAINED)}
             for variant, rounds_ in results.items()}

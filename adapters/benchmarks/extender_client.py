@@ -96,6 +96,6 @@ class ExtenderClient(NativePlugin):
         scale = MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY
         return ScoreResult(SUCCESS, tuple(NodeScore(node.name, by_host.get(node.name, 0) * scale) for node in nodes))
 
-    def stop(self) -> None:
+    def close(self) -> None:
         with self._lock:
             self._connection.close()

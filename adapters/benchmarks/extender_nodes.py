@@ -70,38 +70,33 @@ def _loader(nodes: list[dict[str, Any]]) -> Callable[[], tuple[Sequence[Any], Se
 
 def measure(sizes: Sequence[int], repeats: int = 3) -> list[Figure]:
     """filter and prioritize of the NodeNumber guest at every size, `repeats` times each."""
-    compiler = GuestCompiler()
     guest = examples_dir() / "nodenumber" / "nodenumber.wasm"
     figures: list[Figure] = []
-    try:
+    with GuestCompiler() as compiler:
         for size in sizes:
             width = len(str(size - 1))
             nodes = [node(i, width) for i in range(size)]
             names = [n["metadata"]["name"] for n in nodes]
             cache = NodeCache(_loader(nodes))
             cache.refresh()
-            plugin = WasmPlugin.load(PluginConfig("NodeNumber", str(guest)), compiler)
-            service = ExtenderService([WeightedPlugin(plugin)], cache, expect_bind=False)
-            server = ExtenderServer(("127.0.0.1", 0), service).start_background()
-            try:
-                kinds = ("names", "objects") if size <= MAX_OBJECT_NODES else ("names",)
-                for body_kind in kinds:
-                    # Each pod's filter then its prioritize, as kube-scheduler calls them.
-                    times: dict[str, list[float]] = {"filter": [], "prioritize": []}
-                    for i in range(repeats):
-                        data = json.dumps(_body(body_kind, pod(f"web-{i}"), names, nodes)).encode()
-                        for verb, verb_times in times.items():
-                            started = time.perf_counter()
-                            _post(server.url, verb, data)
-                            verb_times.append(time.perf_counter() - started)
-                    figures.extend(Figure(size, verb, body_kind, statistics.median(verb_times))
-                                   for verb, verb_times in times.items())
-            finally:
-                server.stop()
-                service.close()
-                plugin.stop()
-    finally:
-        compiler.close()
+            with (WasmPlugin.load(PluginConfig("NodeNumber", str(guest)), compiler) as plugin,
+                  ExtenderService([WeightedPlugin(plugin)], cache, expect_bind=False) as service):
+                server = ExtenderServer(("127.0.0.1", 0), service).start_background()
+                try:
+                    kinds = ("names", "objects") if size <= MAX_OBJECT_NODES else ("names",)
+                    for body_kind in kinds:
+                        # Each pod's filter then its prioritize, as kube-scheduler calls them.
+                        times: dict[str, list[float]] = {"filter": [], "prioritize": []}
+                        for i in range(repeats):
+                            data = json.dumps(_body(body_kind, pod(f"web-{i}"), names, nodes)).encode()
+                            for verb, verb_times in times.items():
+                                started = time.perf_counter()
+                                _post(server.url, verb, data)
+                                verb_times.append(time.perf_counter() - started)
+                        figures.extend(Figure(size, verb, body_kind, statistics.median(verb_times))
+                                       for verb, verb_times in times.items())
+                finally:
+                    server.stop()
     return figures
 
 

@@ -145,8 +145,7 @@ def memory_per_instance(compiler: GuestCompiler, guest_path: Path, instances: in
     """Resident memory added by each idle instance (actor included) and its linear memory."""
     config = PluginConfig("mem", str(guest_path))
     guest = compiler.load(config)
-    plugin = WasmPlugin(guest, config)
-    try:
+    with WasmPlugin(guest, config) as plugin:
         # Hold `instances` pods in binding (as the extender does after prioritize, whatever
         # the guest exports) so the pool must start that many instances.
         pods = [{"metadata": {"name": f"m{i}", "namespace": "bench", "uid": f"m{i}"}} for i in range(instances)]
@@ -164,8 +163,6 @@ def memory_per_instance(compiler: GuestCompiler, guest_path: Path, instances: in
         after = _rss_bytes()
         added = counts.started - 1
         linear = plugin._first_instance().linear_memory_bytes
-    finally:
-        plugin.stop()
     return {
         "rss_per_instance_mib": round((after - before) / max(added, 1) / 2**20, 3),
         "linear_memory_mib": round(linear / 2**20, 3),
@@ -178,13 +175,10 @@ def load_time(guest_path: Path, samples: int = 5) -> dict[str, float]:
     config = PluginConfig("load", str(guest_path))
 
     def load(cache_dir: Path | None) -> float:
-        compiler = GuestCompiler(cache_dir=cache_dir)
-        started = time.perf_counter()
-        plugin = WasmPlugin.load(config, compiler)
-        elapsed = (time.perf_counter() - started) * 1000
-        plugin.stop()
-        compiler.close()
-        return elapsed
+        with GuestCompiler(cache_dir=cache_dir) as compiler:
+            started = time.perf_counter()
+            with WasmPlugin.load(config, compiler):
+                return (time.perf_counter() - started) * 1000
 
     with tempfile.TemporaryDirectory() as tmp:
         cold = []

@@ -213,7 +213,7 @@ def loopback_extender(workload: Workload, compiler: GuestCompiler, metrics: bool
             running.server.start_background()
             yield running.server.url
         finally:
-            running.stop()
+            running.close()
 
 
 # --- figures ---------------------------------------------------------------------------------

@@ -181,7 +181,7 @@ def load_profiles(config: SchedulerConfig, compiler: GuestCompiler) -> list[Serv
             served.append(ServedProfile(profile.scheduler_name, weighted, framework))
     except BaseException:
         for plugin in loaded:
-            plugin.stop()
+            plugin.close()
         raise
     if not served:
         configured = any(entry.is_wasm for profile in config.profiles for entry in profile.plugin_args.values())
@@ -305,7 +305,7 @@ def await_view(source: NodeSource, timeout_s: float) -> bool:
 
 
 class RunningExtender:
-    """The plugins, service and server of one `extender` run; `stop()` ends them all."""
+    """The plugins, service and server of one `extender` run; `close()` ends them all."""
 
     def __init__(self, options: ExtenderOptions, compiler: GuestCompiler | None = None) -> None:
         host, port = parse_listen(options.listen)
@@ -342,7 +342,7 @@ class RunningExtender:
         except BaseException:
             cache.close()
             for wp in self.plugins:
-                wp.plugin.stop()
+                wp.plugin.close()
             raise
         log.info("extender.listening", url=self.server.url, plugins=[wp.plugin.name for wp in self.plugins],
                  profiles={p.scheduler_name: [wp.plugin.name for wp in p.plugins] for p in self.profiles},
@@ -357,13 +357,13 @@ class RunningExtender:
             routes["/metrics"] = self.metrics.exposition
         return routes
 
-    def stop(self, hurry: Flag | None = None) -> None:
+    def close(self, hurry: Flag | None = None) -> None:
         """Drain the server (requests in flight finish, up to the drain time or until `hurry` is set),
-        then stop the service and every plugin."""
+        then close the service and every plugin."""
         self.server.stop(hurry=hurry)
         self.service.close()
         for wp in self.plugins:
-            wp.plugin.stop()
+            wp.plugin.close()
 
 
 #: How often the main thread looks at the signals counted (and the `stop` event), in seconds.
@@ -415,7 +415,7 @@ def serve(options: ExtenderOptions, ready: threading.Event | None = None,
             time.sleep(POLL_S)  # a signal's handler runs here at once; the loop sees it within POLL_S
     finally:
         log.info("extender.stopping", drain_s=options.drain_s)
-        running.stop(signals.hurry)
+        running.close(signals.hurry)
         running.compiler.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

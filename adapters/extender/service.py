@@ -209,6 +209,12 @@ class ExtenderService:
         self._sweeper.join(timeout=5)
         self.node_cache.close()
 
+    def __enter__(self) -> ExtenderService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # --- helpers -----------------------------------------------------------------------
 
     def _profile_of(self, pod: KubeObject) -> ServedProfile | None:

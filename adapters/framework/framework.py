@@ -188,12 +188,12 @@ class Framework(Generic[NodeT]):
     def names(self, point: str) -> list[str]:
         return [p.name for p in self.points.get(point, ())]
 
-    def stop(self) -> None:
-        """Stop every plugin (wasm plugins stop their actors)."""
+    def close(self) -> None:
+        """Close every plugin (wasm plugins stop their actors)."""
         for plugin in self.plugins.values():
             try:
-                plugin.stop()
-            except Exception:  # noqa: BLE001 - one plugin failing to stop must not keep the others alive
+                plugin.close()
+            except Exception:  # noqa: BLE001 - one plugin failing to close must not keep the others alive
                 self.log.exception("plugin.stop_failed", plugin=plugin.name)
 
     def _call(self, point: str, plugin: Plugin[NodeT], pod: KubeObject, func: Any, *args: Any) -> Any:

@@ -51,7 +51,7 @@ def build_framework(profile: ProfileConfig, config: SchedulerConfig, handle: Sch
             framework.plugins[ref.name] = _make(ref, profile, config, handle, compiler, registry, framework)
         _place(framework, profile)
     except BaseException:
-        framework.stop()
+        framework.close()
         raise
     return framework
 

@@ -156,7 +156,7 @@ class Scheduler:
             self.queue = SchedulingQueue(self._queue_sort(), self._pre_enqueue_plugins())
             self.registrations = self._registrations()
         except BaseException:
-            self.shutdown()
+            self.close()
             raise
         self._binding_pool = ThreadPoolExecutor(self.options.binding_workers, thread_name_prefix="binding")
         self._lock = threading.Lock()
@@ -257,20 +257,20 @@ class Scheduler:
         outcomes = [self._outcomes[info.uid] for info in self.cluster.pending if info.uid in self._outcomes]
         return SimulationReport(outcomes, seconds, list(self._preemptions), ignored)
 
-    def shutdown(self) -> None:
-        """Reject pods still waiting, finish binding cycles, stop every plugin."""
+    def close(self) -> None:
+        """Reject pods still waiting, finish binding cycles, close every plugin."""
         self.handle.waiting_pods.reject_all("", "the scheduler is shutting down")
         if self._binding_pool is not None:
             self._binding_pool.shutdown(wait=True)
         for framework in self.frameworks.values():
-            framework.stop()
+            framework.close()
         self.handle.close()
 
     def __enter__(self) -> Scheduler:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+        self.close()
 
     # --- scheduling cycle --------------------------------------------------------------
 

@@ -84,7 +84,7 @@ class Plugin(Protocol[NodeT_contra]):
     def bind(self, state: CycleState, pod: KubeObject, node_name: str, /) -> Status: ...
     def post_bind(self, state: CycleState, pod: KubeObject, node_name: str, /) -> None: ...
     def events_to_register(self, /) -> tuple[ClusterEvent, ...]: ...
-    def stop(self, /) -> None: ...
+    def close(self, /) -> None: ...
 
 
 @dataclass
@@ -197,7 +197,7 @@ class NativePlugin:
     def events_to_register(self) -> tuple[ClusterEvent, ...]:
         return DEFAULT_CLUSTER_EVENTS
 
-    def stop(self) -> None:
+    def close(self) -> None:
         """The framework shuts down."""
 
 
