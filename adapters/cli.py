@@ -44,10 +44,24 @@ import pykka
 from rich.console import Console
 from rich.status import Status
 
+from wasm_scheduler.adapters.benchmarks.workload import DEFAULT_ROUNDS, Workload
 from wasm_scheduler.adapters.cpu_affinity import ALL, AUTO, apply_cpus
+from wasm_scheduler.adapters.extender.defaults import (
+    DEFAULT_BIND_TIMEOUT_S,
+    DEFAULT_DRAIN_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_LISTEN,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_READ_TIMEOUT_S,
+    DEFAULT_SYNC_TIMEOUT_S,
+    DEFAULT_WORKERS,
+)
+from wasm_scheduler.adapters.extender.probes import DEFAULT_READY_MAX_VIEW_AGE_S
+from wasm_scheduler.adapters.extender.snapshot_reload import DEFAULT_POLL_S
 from wasm_scheduler.adapters.framework.cluster import LoadStep
 from wasm_scheduler.adapters.framework.errors import UserError
 from wasm_scheduler.adapters.framework.results import PodStatus
+from wasm_scheduler.adapters.framework.scheduler import DEFAULT_SEED
 from wasm_scheduler.adapters.framework.simulation import (
     DEFAULT_CLUSTER,
     DEFAULT_CONFIG,
@@ -56,7 +70,7 @@ from wasm_scheduler.adapters.framework.simulation import (
     load_inputs,
     simulate,
 )
-from wasm_scheduler.adapters.logs import FORMATS, LEVELS, LogSink, configure_logging
+from wasm_scheduler.adapters.logs import DEFAULT_FORMAT, DEFAULT_LEVEL, FORMATS, LEVELS, LogSink, configure_logging
 from wasm_scheduler.adapters.report import (
     ProgressBar,
     counted,
@@ -90,11 +104,10 @@ EXIT_STATUSES = (f"Exit status: {EXIT_OK} when the command did its job (for simu
 
 def _logging_options(parser: argparse.ArgumentParser, top: bool) -> None:
     # Given before or after the subcommand; the subcommand's copy must not reset the other.
-    default = "warning" if top else argparse.SUPPRESS
-    parser.add_argument("--log-level", choices=LEVELS, default=default,
-                        help="least severe log line written to stderr (default: warning)")
-    parser.add_argument("--log-format", choices=FORMATS, default="console" if top else argparse.SUPPRESS,
-                        help="console for people, json for one JSON object a line (default: console)")
+    parser.add_argument("--log-level", choices=LEVELS, default=DEFAULT_LEVEL if top else argparse.SUPPRESS,
+                        help=f"least severe log line written to stderr (default: {DEFAULT_LEVEL})")
+    parser.add_argument("--log-format", choices=FORMATS, default=DEFAULT_FORMAT if top else argparse.SUPPRESS,
+                        help=f"console for people, json for one JSON object a line (default: {DEFAULT_FORMAT})")
 
 
 def _cpus_option(parser: argparse.ArgumentParser, default: str = AUTO) -> None:
@@ -168,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "plus an explain key)")
     _cpus_option(sim)
     _cache_options(sim)
-    sim.add_argument("--seed", type=int, default=0, help="seed of the tie-break between equal scores (default: 0)")
+    sim.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                     help=f"seed of the tie-break between equal scores (default: {DEFAULT_SEED})")
     _logging_options(sim, top=False)
     sim.set_defaults(run=run_simulate)
 
@@ -193,21 +207,21 @@ def build_parser() -> argparse.ArgumentParser:
                     f"{examples_dir() / 'extender-scheduler-config.yaml'}). Runs until SIGINT or SIGTERM.")
     ext.add_argument("--config", type=Path, required=True, metavar="SCHED.yaml",
                      help="KubeSchedulerConfiguration whose pluginConfig names the wasm guests")
-    ext.add_argument("--listen", default="127.0.0.1:8888", metavar="HOST:PORT", help="default: 127.0.0.1:8888")
+    ext.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT", help=f"default: {DEFAULT_LISTEN}")
     ext.add_argument("--cluster", type=Path, metavar="SNAPSHOT.yaml",
                      help="nodes (and pods) for node-cache-capable mode from this file, reloaded when it changes; "
                           "without it they are listed and watched from the API server when credentials are found")
     ext.add_argument("--no-watch", action="store_true",
                      help="without --cluster, do not watch nodes and pods (node-cache-capable requests then find "
                           "no node)")
-    ext.add_argument("--sync-timeout", type=float, default=60.0, metavar="SECONDS",
+    ext.add_argument("--sync-timeout", type=float, default=DEFAULT_SYNC_TIMEOUT_S, metavar="SECONDS",
                      help="at start, wait this long for the first list of the watched nodes and pods, then serve "
-                          "anyway with a warning (default: 60; 0: do not wait)")
-    ext.add_argument("--bind-timeout", type=float, default=30.0, metavar="SECONDS",
+                          f"anyway with a warning (default: {DEFAULT_SYNC_TIMEOUT_S:g}; 0: do not wait)")
+    ext.add_argument("--bind-timeout", type=float, default=DEFAULT_BIND_TIMEOUT_S, metavar="SECONDS",
                      help="reclaim a pod's instance when its bind has not come after filter or prioritize "
-                          "(default: 30)")
-    ext.add_argument("--snapshot-poll", type=float, default=2.0, metavar="SECONDS",
-                     help="how often the --cluster snapshot file is checked for changes (default: 2)")
+                          f"(default: {DEFAULT_BIND_TIMEOUT_S:g})")
+    ext.add_argument("--snapshot-poll", type=float, default=DEFAULT_POLL_S, metavar="SECONDS",
+                     help=f"how often the --cluster snapshot file is checked for changes (default: {DEFAULT_POLL_S:g})")
     ext.add_argument("--no-bind", action="store_true",
                      help="kube-scheduler binds (no bindVerb): instances stay in the scheduling slot")
     ext.add_argument("--kubeconfig", default="",
@@ -215,22 +229,24 @@ def build_parser() -> argparse.ArgumentParser:
                           "$KUBECONFIG, ~/.kube/config)")
     ext.add_argument("--api-server", default="", metavar="URL",
                      help="API server URL to create Bindings at and watch nodes and pods from")
-    ext.add_argument("--read-timeout", type=float, default=30.0, metavar="SECONDS",
+    ext.add_argument("--read-timeout", type=float, default=DEFAULT_READ_TIMEOUT_S, metavar="SECONDS",
                      help="drop a connection whose request has not fully arrived this long after its connect, or "
-                          "after its first byte on a kept-alive connection (default: 30)")
-    ext.add_argument("--idle-timeout", type=float, default=120.0, metavar="SECONDS",
+                          f"after its first byte on a kept-alive connection (default: {DEFAULT_READ_TIMEOUT_S:g})")
+    ext.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT_S, metavar="SECONDS",
                      help="close a kept-alive connection idle this long between requests; keep it above the client's "
-                          "own (90 for kube-scheduler's Go client) (default: 120)")
+                          f"own (90 for kube-scheduler's Go client) (default: {DEFAULT_IDLE_TIMEOUT_S:g})")
     for verb in ("filter", "prioritize", "bind", "preempt"):
         ext.add_argument(f"--{verb}-verb", default=verb, metavar="PATH",
                          help=f"the path of {verb} under the urlPrefix: kube-scheduler's {verb}Verb (default: {verb})")
-    ext.add_argument("--max-connections", type=int, default=4096, metavar="N",
-                     help="connections served at once; more get 503 and are closed (default: 4096)")
-    ext.add_argument("--workers", type=int, default=32, metavar="N",
+    ext.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS, metavar="N",
+                     help="connections served at once; more get 503 and are closed "
+                          f"(default: {DEFAULT_MAX_CONNECTIONS})")
+    ext.add_argument("--workers", type=int, default=DEFAULT_WORKERS, metavar="N",
                      help="threads that run the verbs at once (binds of many pods run in parallel); more requests "
-                          "wait for one (default: 32)")
-    ext.add_argument("--drain-seconds", type=float, default=10.0, metavar="SECONDS",
-                     help="on SIGTERM/SIGINT, how long requests in flight may take to finish (default: 10)")
+                          f"wait for one (default: {DEFAULT_WORKERS})")
+    ext.add_argument("--drain-seconds", type=float, default=DEFAULT_DRAIN_S, metavar="SECONDS",
+                     help="on SIGTERM/SIGINT, how long requests in flight may take to finish "
+                          f"(default: {DEFAULT_DRAIN_S:g})")
     ext.add_argument("--tls-cert", type=Path, metavar="FILE", help="serve HTTPS with this PEM certificate (chain)")
     ext.add_argument("--tls-key", type=Path, metavar="FILE", help="the PEM private key of --tls-cert")
     ext.add_argument("--client-ca", type=Path, metavar="FILE",
@@ -241,9 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "that adds it); the reliability guide of the documentation says more")
     ext.add_argument("--no-metrics", action="store_true",
                      help="serve no /metrics and time nothing for it (its cost is in `wasm-scheduler bench`)")
-    ext.add_argument("--ready-max-view-age", type=float, default=120.0, metavar="SECONDS",
+    ext.add_argument("--ready-max-view-age", type=float, default=DEFAULT_READY_MAX_VIEW_AGE_S, metavar="SECONDS",
                      help="/readyz answers 503 once the watch of nodes and pods has failed this long with no answer "
-                          "from the API server (default: 120)")
+                          f"from the API server (default: {DEFAULT_READY_MAX_VIEW_AGE_S:g})")
     # A server runs for long: the system may spread it (and its neighbours) as load moves;
     # `--cpus auto` or a list pins it where the operator decides.
     _cpus_option(ext, default=ALL)
@@ -257,10 +273,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "native plugin, as a wasm plugin and behind the HTTP extender, alternating; report throughput, "
                     "extension point latencies, micro-figures and the performance targets (the performance "
                     "guide of the documentation explains each figure).")
-    bench.add_argument("--nodes", type=int, default=500, help="nodes (default: 500)")
-    bench.add_argument("--init-pods", type=int, default=500, help="pods already bound to the nodes (default: 500)")
-    bench.add_argument("--pods", type=int, default=1000, help="measured pods to schedule (default: 1000)")
-    bench.add_argument("--rounds", type=int, default=3, help="rounds of every variant; the best counts (default: 3)")
+    workload = Workload()
+    bench.add_argument("--nodes", type=int, default=workload.nodes, help=f"nodes (default: {workload.nodes})")
+    bench.add_argument("--init-pods", type=int, default=workload.init_pods,
+                       help=f"pods already bound to the nodes (default: {workload.init_pods})")
+    bench.add_argument("--pods", type=int, default=workload.pods,
+                       help=f"measured pods to schedule (default: {workload.pods})")
+    bench.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+                       help=f"rounds of every variant; the best counts (default: {DEFAULT_ROUNDS})")
     bench.add_argument("--output", choices=("table", "json"), default="table", help="default: table")
     bench.add_argument("--compare-metrics", action="store_true",
                        help="also run both extender variants behind an extender started with --no-metrics: the "
@@ -408,7 +428,6 @@ def run_extender(args: argparse.Namespace) -> int:
 def run_bench(args: argparse.Namespace) -> int:
     from wasm_scheduler.adapters.benchmarks.throughput import render_table as render_bench
     from wasm_scheduler.adapters.benchmarks.throughput import run_bench as bench
-    from wasm_scheduler.adapters.benchmarks.workload import Workload
 
     if args.nodes < 1 or args.init_pods < 0 or args.pods < 1 or args.rounds < 1:
         raise UserError("bench: --nodes, --pods and --rounds must be positive, --init-pods not negative")

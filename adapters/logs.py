@@ -33,6 +33,9 @@ import structlog
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
 FORMATS = ("console", "json")
+#: What a command logs when not told (--log-level, --log-format).
+DEFAULT_LEVEL = "warning"
+DEFAULT_FORMAT = "console"
 
 
 @dataclass
@@ -139,7 +142,7 @@ class _SinkHandler(logging.Handler):
         self._sink.write_line(line, record.levelno)
 
 
-def configure_logging(level: str = "warning", fmt: str = "console",
+def configure_logging(level: str = DEFAULT_LEVEL, fmt: str = DEFAULT_FORMAT,
                       on_broken_pipe: Callable[[], None] | None = None) -> LogSink:
     """Send every log line at or above `level` to stderr, as `fmt` ("console" or "json").
 

@@ -53,13 +53,13 @@ from rich.text import Text
 from wasm_scheduler.adapters.benchmarks import micro
 from wasm_scheduler.adapters.benchmarks.extender_client import ExtenderClient
 from wasm_scheduler.adapters.benchmarks.native_nodenumber import NativeNodeNumber
-from wasm_scheduler.adapters.benchmarks.workload import Workload, documents, objects
+from wasm_scheduler.adapters.benchmarks.workload import DEFAULT_ROUNDS, Workload, documents, objects
 from wasm_scheduler.adapters.framework.cluster import Cluster, cluster_from_objects
 from wasm_scheduler.adapters.framework.config import API_VERSION, KIND, SchedulerConfig, config_from_dict
 from wasm_scheduler.adapters.framework.plugins import PluginFactory
 from wasm_scheduler.adapters.framework.pods import KubeObject, pod_uid
 from wasm_scheduler.adapters.framework.results import PodStatus
-from wasm_scheduler.adapters.framework.scheduler import Scheduler, SchedulerOptions
+from wasm_scheduler.adapters.framework.scheduler import DEFAULT_SEED, Scheduler, SchedulerOptions
 from wasm_scheduler.adapters.framework.simulation import examples_dir
 from wasm_scheduler.framework_api import CYCLE_LABELS, SCHEDULING_LABELS
 from wasm_scheduler.registry.compiler import GuestCompiler
@@ -361,8 +361,8 @@ def call_overhead(compiler: GuestCompiler, runs: int = 3) -> dict[str, Any]:
     return results[len(results) // 2]
 
 
-def run_bench(workload: Workload, rounds: int = 3, progress: Progress | None = None,
-              compiler: GuestCompiler | None = None, seed: int = 0, fast_calls: bool = True,
+def run_bench(workload: Workload, rounds: int = DEFAULT_ROUNDS, progress: Progress | None = None,
+              compiler: GuestCompiler | None = None, seed: int = DEFAULT_SEED, fast_calls: bool = True,
               cpus: str = "all", compare_metrics: bool = False) -> dict[str, Any]:
     """Every figure of `wasm-scheduler bench`, as one JSON-ready document.
 

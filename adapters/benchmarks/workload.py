@@ -25,6 +25,8 @@ POD_CPU = "100m"
 POD_MEMORY = "500Mi"
 POD_IMAGE = "registry.k8s.io/pause:3.10"
 NAMESPACE = "sched-perf"
+#: Rounds of every variant a bench runs, unless told (--rounds); the best counts.
+DEFAULT_ROUNDS = 3
 
 
 @dataclass(frozen=True)

@@ -2,5 +2,6 @@
 
 `protocol` (the JSON shapes), `service` (the verbs on the wasm plugins, and when a
 pod's instance is held for bind), `ledger` (where each pod's cycle is, and until
-when), `server` (HTTP), `binder` (the Kubernetes API Binding for pods no guest bound).
+when), `server` (HTTP), `binder` (the Kubernetes API Binding for pods no guest bound),
+`defaults` (the options' defaults, light to import).
 """

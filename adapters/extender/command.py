@@ -37,17 +37,22 @@ from wasm_scheduler.adapters.extender.binder import (
     find_kubeconfig,
 )
 from wasm_scheduler.adapters.extender.cluster_watch import ClusterWatch, watch_cluster
+from wasm_scheduler.adapters.extender.defaults import (
+    DEFAULT_BACKLOG,
+    DEFAULT_BIND_TIMEOUT_S,
+    DEFAULT_DRAIN_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_LISTEN,
+    DEFAULT_MAX_BODY,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_READ_TIMEOUT_S,
+    DEFAULT_SYNC_TIMEOUT_S,
+    DEFAULT_WORKERS,
+)
 from wasm_scheduler.adapters.extender.metrics import ExtenderMetrics
 from wasm_scheduler.adapters.extender.nodes import NodeCache, NodeSource, RequestNode
 from wasm_scheduler.adapters.extender.probes import DEFAULT_READY_MAX_VIEW_AGE_S, Answer, Readiness, healthz
 from wasm_scheduler.adapters.extender.server import (
-    DEFAULT_BACKLOG,
-    DEFAULT_DRAIN_S,
-    DEFAULT_IDLE_TIMEOUT_S,
-    DEFAULT_MAX_BODY,
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_READ_TIMEOUT_S,
-    DEFAULT_WORKERS,
     ExtenderServer,
     Flag,
     ServerLimits,
@@ -68,8 +73,6 @@ from wasm_scheduler.registry.compiler import GuestCompiler
 
 log = get_logger("adapters.extender")
 
-#: Seconds the extender waits at start for the watched view's first list (--sync-timeout).
-DEFAULT_SYNC_TIMEOUT_S = 60.0
 #: The longest any time option may be, in seconds (an hour: longer is a mistake, not a setting).
 MAX_SECONDS = 3600.0
 
@@ -86,9 +89,9 @@ def check_seconds(option: str, value: float, zero_allowed: bool = False, most: f
 @dataclass(frozen=True)
 class ExtenderOptions:
     config: Path
-    listen: str = "127.0.0.1:8888"
+    listen: str = DEFAULT_LISTEN
     cluster: Path | None = None
-    bind_timeout_s: float = 30.0
+    bind_timeout_s: float = DEFAULT_BIND_TIMEOUT_S
     expect_bind: bool = True
     kubeconfig: str = ""
     api_server: str = ""
@@ -153,7 +156,7 @@ class ExtenderOptions:
 def parse_listen(listen: str) -> tuple[str, int]:
     host, sep, port = listen.rpartition(":")
     if not sep or not port.isdigit():
-        raise UserError(f"--listen {listen}: expected HOST:PORT, e.g. 127.0.0.1:8888")
+        raise UserError(f"--listen {listen}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
     if not 0 <= int(port) <= 65535:
         raise UserError(f"--listen {listen}: port {int(port)} is outside the port range 0..65535")
     return host.strip("[]") or "0.0.0.0", int(port)

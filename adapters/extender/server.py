@@ -50,6 +50,15 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from wasm_scheduler.adapters.extender import protocol
+from wasm_scheduler.adapters.extender.defaults import (
+    DEFAULT_BACKLOG,
+    DEFAULT_DRAIN_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_BODY,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_READ_TIMEOUT_S,
+    DEFAULT_WORKERS,
+)
 from wasm_scheduler.adapters.extender.service import ExtenderCallError, ExtenderService
 from wasm_scheduler.adapters.framework.cluster import read_regular_file
 from wasm_scheduler.adapters.framework.errors import UserError, clip
@@ -57,24 +66,6 @@ from wasm_scheduler.logger import get_logger
 
 log = get_logger("adapters.extender.server")
 
-#: Largest request body accepted, in bytes (a NodeList of thousands of nodes fits).
-DEFAULT_MAX_BODY = 64 * 1024 * 1024
-#: Seconds a connection may take to deliver a whole request (headers and body), counted from
-#: its connect (a first request) or from the first byte of a request on a kept-alive connection.
-DEFAULT_READ_TIMEOUT_S = 30.0
-#: Seconds a kept-alive connection may sit idle between requests. Above the 90 s that Go's
-#: HTTP client (kube-scheduler's) keeps an idle connection: the client closes it first, so it
-#: never sends a request on a connection the server is closing (it does not retry a POST).
-DEFAULT_IDLE_TIMEOUT_S = 120.0
-#: Connections served at once; more are answered 503 and closed. A connection costs the event
-#: loop a few KiB, not a thread: the cap bounds memory and file descriptors.
-DEFAULT_MAX_CONNECTIONS = 4096
-#: Threads that run the verbs (guest calls, binds); requests beyond them wait their turn.
-DEFAULT_WORKERS = 32
-#: Length of the kernel's queue of connections not yet accepted (capped by net.core.somaxconn).
-DEFAULT_BACKLOG = 1024
-#: Seconds the drain on shutdown waits for requests in flight.
-DEFAULT_DRAIN_S = 10.0
 #: Largest --token-file read, in bytes.
 MAX_TOKEN_BYTES = 64 * 1024
 #: File descriptors kept for everything but connections (guests, the API client, logs) when

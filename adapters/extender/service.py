@@ -83,6 +83,7 @@ import pykka
 
 from wasm_scheduler.adapters.extender import protocol
 from wasm_scheduler.adapters.extender.binder import Binder, NoBinder
+from wasm_scheduler.adapters.extender.defaults import DEFAULT_BIND_TIMEOUT_S
 from wasm_scheduler.adapters.extender.ledger import BindVerdict, CycleLedger, Footprint, PodCycle
 from wasm_scheduler.adapters.extender.nodes import (
     CycleNodes,
@@ -160,7 +161,7 @@ class ExtenderService:
         node_cache: NodeSource | None = None,
         binder: Binder | None = None,
         expect_bind: bool = True,
-        bind_timeout_s: float = 30.0,
+        bind_timeout_s: float = DEFAULT_BIND_TIMEOUT_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         # Plugins given alone (tests, benchmarks) are one profile for default-scheduler's pods,

@@ -58,6 +58,8 @@ from wasm_scheduler.registry.compiler import GuestCompiler
 log = get_logger("adapters.framework.scheduler")
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
+#: Seed of the tie-break between nodes with the same score, unless one is given (--seed).
+DEFAULT_SEED = 0
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 
 
@@ -103,7 +105,7 @@ def trace_shortfalls(trace: CycleTrace, pod: KubeObject, statuses: Mapping[str, 
 @dataclass(frozen=True)
 class SchedulerOptions:
     #: Seed of the tie-break between nodes with the same score (kube-scheduler picks at random).
-    seed: int = 0
+    seed: int = DEFAULT_SEED
     #: Threads running binding cycles (a pod waiting in Permit holds one).
     binding_workers: int = 16
     #: A pod that failed this many attempts is reported as it stands.

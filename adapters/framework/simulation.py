@@ -31,7 +31,7 @@ from wasm_scheduler.adapters.framework.plugins.pod_topology_spread import (
 )
 from wasm_scheduler.adapters.framework.pods import KubeObject, PodInfo, scheduler_name
 from wasm_scheduler.adapters.framework.results import SimulationReport, Unmodelled
-from wasm_scheduler.adapters.framework.scheduler import Scheduler, SchedulerOptions
+from wasm_scheduler.adapters.framework.scheduler import DEFAULT_SEED, Scheduler, SchedulerOptions
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 from wasm_scheduler.adapters.framework.workloads import NO_WORKLOADS, Workloads
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin, wire_problem
@@ -233,7 +233,7 @@ def warn_unmodelled(cluster: Cluster, found: Mapping[str, Sequence[Unmodelled]] 
 
 def simulate(config: SchedulerConfig, cluster: Cluster, *, explain: Iterable[str] = (),
              progress: Callable[[int, int], None] | None = None, compiler: GuestCompiler | None = None,
-             registry: Mapping[str, PluginFactory] | None = None, seed: int = 0,
+             registry: Mapping[str, PluginFactory] | None = None, seed: int = DEFAULT_SEED,
              metrics: bool = False) -> SimulationReport:
     """Schedule the cluster's pending pods; plugins are stopped whatever happens. With `metrics`,
     the report's `metrics` has each wasm plugin's traps, discarded instances and guest calls."""
