@@ -42,6 +42,12 @@ REJECTING_WAT = """(module
   (func (export "postfilter") (result i64) (i64.const 0)))
 """
 
+#: A guest whose Score gives every node 101, one more than a score may be.
+GREEDY_WAT = """(module
+  (memory (export "memory") 1)
+  (func (export "score") (result i64) (i64.const 0x0000006500000000)))
+"""
+
 
 def author_test() -> str:
     """The author's test shown in the module docstring (and in docs/guest-authors.md)."""
@@ -130,6 +136,15 @@ def test_prefilter_rejection_skips_filter_and_runs_postfilter(wasm_guest, tmp_pa
     result = run_cycle(wasm_guest(tmp_path / "rejecting.wat"), pod("p"), ["n1", "n2"])
     assert result.pre_filter.code == Code.UNSCHEDULABLE and result.filter == {} and result.feasible == []
     assert result.post_filter is not None and result.post_filter.ok and result.node is None
+
+
+def test_a_score_out_of_range_fails_the_cycle_as_in_the_scheduler(wasm_guest, tmp_path) -> None:
+    (tmp_path / "greedy.wat").write_text(GREEDY_WAT)
+    result = run_cycle(wasm_guest(tmp_path / "greedy.wat"), pod("p"), ["n1", "n2"])
+    assert result.raw_scores == {"n1": 101, "n2": 101} and result.scores == {}
+    assert result.score is not None and result.score.code == Code.ERROR
+    assert "invalid score 101" in result.score.reason
+    assert result.node is None and not result.bound and result.reserve is None
 
 
 def test_builders_make_objects_the_guest_can_read(wasm_guest) -> None:

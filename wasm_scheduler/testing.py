@@ -32,7 +32,8 @@ Fixtures:
   the guest's own ``guest.log`` lines and its captured output, ``guest.output``.
 
 Helpers: `pod` and `node` build the Kubernetes objects a guest reads; `run_cycle` runs
-one pod's scheduling and binding cycle over a list of nodes and returns a `CycleResult`
+one pod's scheduling and binding cycle over a list of nodes, through the scheduler's own
+framework (`adapters.framework.framework`), and returns a `CycleResult`
 with every status, the scores, the chosen node and whether the pod was bound. A guest's
 failure (a rejection, an error, a trap or panic) comes back as a status in the result;
 `run_cycle` never raises for it. A guest that cannot be loaded raises `GuestLoadError`
@@ -288,118 +289,129 @@ def run_cycle(
 ) -> CycleResult:
     """Run one pod's scheduling and binding cycle through `plugin` over `nodes`.
 
+    The points run through the scheduler's own framework (`Framework.run_*`, a framework
+    of this plugin alone, as the HTTP extender builds one), with kube-scheduler's rules:
     PreFilter, Filter on the nodes PreFilter allows, PostFilter when none passes;
-    PreScore, Score and NormalizeScore over the nodes that passed; then, on the node with
-    the highest score (ties: the first name in sorted order), Reserve, Permit, PreBind,
-    Bind and PostBind, with the pod as the scheduler hands it to them (``spec.nodeName``
-    set). A failure after Reserve runs Unreserve and ends the cycle; so does a Permit that
-    says Wait (nothing here allows a waiting pod, so it ends as its timeout would). As
-    kube-scheduler does, a rejection or Skip at PreFilter skips Filter, a Skip at PreScore
-    skips Score, and an Error at any point ends the cycle (a pod whose cycle ends before
+    PreScore, Score and NormalizeScore over the nodes that passed (a score outside
+    0..100 fails the cycle); then, on the node with the highest score (ties: the first
+    name in sorted order), Reserve, Permit, PreBind, Bind and PostBind, with the pod as
+    the scheduler hands it to them (``spec.nodeName`` set). A failure after Reserve runs
+    Unreserve and ends the cycle; so does a Permit that says Wait (nothing here allows a
+    waiting pod, so it ends as its timeout would). A rejection or Skip at PreFilter skips
+    Filter, a Skip at PreScore skips Score, a Skip at Bind leaves the pod to the default
+    binder, and an Error at any point ends the cycle (a pod whose cycle ends before
     Reserve keeps its instance until the next pod's PreFilter takes it over, as under
-    kube-scheduler). Unlike kube-scheduler, which
-    does not score when only one node passes Filter, this scores even one node, so a test
-    of Score needs only one.
+    kube-scheduler). Unlike kube-scheduler, which does not score when only one node
+    passes Filter, this scores even one node, so a test of Score needs only one.
 
     `nodes` are node objects (see `node`) or bare names; the guest reads them through
     `handle` (by default a `NodesHandle` of `nodes`). Nothing here raises for what the
     guest answers: every status is in the result.
     """
+    from wasm_scheduler.adapters.extender.nodes import RequestNode
     from wasm_scheduler.adapters.framework.cycle_state import CycleState
-    from wasm_scheduler.adapters.wasm_plugin import uid_and_name
-    from wasm_scheduler.framework_api import Code, NodeScore, Status
+    from wasm_scheduler.adapters.framework.pods import pod_name, with_changes
+    from wasm_scheduler.adapters.framework.profile import framework_of
+    from wasm_scheduler.framework_api import Code, Status
 
     node_objs = [node(n) if isinstance(n, str) else n for n in nodes]
-    names = tuple(_name_of(n) for n in node_objs)
+    named = [RequestNode(_name_of(n), n) for n in node_objs]
+    names = tuple(n.name for n in named)
     served = handle if handle is not None else NodesHandle(node_objs)
     state = CycleState(served)  # it carries the handle the guest reads
-    record: dict[str, Any] = {"pod": uid_and_name(pod)[1], "nodes": names}
+    framework = framework_of(plugin.name, [(plugin, 1)])
+    #: What the guest answered at each point (the framework's statuses say where it failed).
+    answers: dict[str, Any] = {}
+    framework.recorder = lambda point, _plugin, _seconds, result: answers.__setitem__(point, result)
+    record: dict[str, Any] = {"pod": pod_name(pod), "nodes": names}
 
     def done(**more: Any) -> CycleResult:
         record.update(more)
         return CycleResult(events=tuple(getattr(served, "events", ())), **record)
 
     # --- scheduling cycle: which nodes fit ---
-    pre = plugin.pre_filter(state, pod)
+    subset, status = framework.run_pre_filter(state, pod)
+    pre = answers["PreFilter"]
     record.update(pre_filter=pre.status, node_subset=pre.node_names)
-    if pre.status.code == Code.ERROR:
+    if status.code == Code.ERROR:
         return done()
-    candidates = [n for n in names if pre.node_names is None or n in pre.node_names]
+    feasible: list[RequestNode] = []
     rejected: dict[str, Status] = {}
-    if not pre.status.ok and not _is_skip(pre.status):
-        feasible: list[str] = []
-        rejected = dict.fromkeys(names, pre.status)
-    elif _is_skip(pre.status) or not plugin.implements("filter") or not candidates:
-        feasible = list(candidates)
+    if not status.ok:  # PreFilter rejected the pod: on every node
+        rejected = dict.fromkeys(names, status)
     else:
-        statuses = plugin.filter_nodes(state, pod, candidates)
-        record["filter"] = statuses
-        if any(status.code == Code.ERROR for status in statuses.values()):
+        candidates = [n for n in named if subset is None or n.name in subset]
+        statuses, status = framework.run_filter(state, pod, candidates)
+        if "Filter" in answers:
+            record["filter"] = answers["Filter"]
+        if not status.ok:
             return done()
-        feasible = [n for n in candidates if statuses[n].ok]
-        rejected = {n: s for n, s in statuses.items() if not s.ok}
+        feasible = [n for n in candidates if statuses[n.name].ok]
+        rejected = {name: s for name, s in statuses.items() if not s.ok}
     if not feasible:
         outside = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "node is filtered out by the prefilter result")
         for name in names:
             rejected.setdefault(name, outside)
-        if plugin.implements("post_filter"):
-            post = plugin.post_filter(state, pod, rejected)
+        if framework.has("post_filter"):
+            framework.run_post_filter(state, pod, rejected)
+            post = answers["PostFilter"]
             record.update(post_filter=post.status, nominated_node=post.nominated_node_name)
         return done()
 
     # --- scheduling cycle: which node is best ---
-    scores: dict[str, int] = {}
-    if plugin.implements("pre_score"):
-        pre_score = plugin.pre_score(state, pod, feasible)
-        record["pre_score"] = pre_score
-        if not pre_score.ok and not _is_skip(pre_score):
-            return done()
-        scoring = pre_score.ok
-    else:
-        scoring = True
-    if scoring and plugin.implements("score"):
-        scored = plugin.score_nodes(state, pod, feasible)
+    status = framework.run_pre_score(state, pod, feasible)
+    if "PreScore" in answers:
+        record["pre_score"] = answers["PreScore"]
+    if not status.ok:
+        return done()
+    table, status = framework.run_score(state, pod, feasible)
+    scored, normalized = answers.get("Score"), answers.get("NormalizeScore")
+    if scored is not None:
         record["score"] = scored.status
-        if not scored.status.ok:
-            return done()
-        scores = {s.name: s.score for s in scored.scores}
-        record["raw_scores"] = dict(scores)
-        normalized = plugin.normalize_score(state, pod, [NodeScore(n, s) for n, s in scores.items()])
-        if plugin.implements("normalize_score"):
-            record["normalize_score"] = normalized.status
-        if not normalized.status.ok:
-            return done(scores=scores)
-        scores = {s.name: s.score for s in normalized.scores}
+        if scored.status.ok:
+            record["raw_scores"] = {s.name: s.score for s in scored.scores}
+    if normalized is not None:
+        record["normalize_score"] = normalized.status
+    if not status.ok:
+        if normalized is not None and not normalized.status.ok:
+            return done(scores=record["raw_scores"])
+        if scored is not None and scored.status.ok:
+            record["score"] = status  # the guest answered, the framework refused its scores
+        return done()
+    column = table.columns.get(plugin.name, ())
+    scores = dict(zip(table.names, column, strict=True)) if column else {}
     record["scores"] = scores
-    chosen = min(feasible, key=lambda n: (-scores.get(n, 0), n))
+    chosen = min((n.name for n in feasible), key=lambda n: (-scores.get(n, 0), n))
     record["node"] = chosen
 
     # --- Reserve and Permit, then the binding cycle, with the assumed pod ---
-    assumed = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": chosen}}
+    assumed = with_changes(pod, node_name=chosen)
 
-    def unreserve(**more: Any) -> CycleResult:
-        plugin.unreserve(state, assumed, chosen)
-        return done(unreserved=True, **more)
+    def unreserve() -> CycleResult:
+        framework.run_unreserve(state, assumed, chosen)
+        return done(unreserved=True)
 
-    reserve = plugin.reserve(state, assumed, chosen)
-    record["reserve"] = reserve
-    if not reserve.ok:
+    status = framework.run_reserve(state, assumed, chosen)
+    record["reserve"] = answers.get("Reserve")
+    if not status.ok:
         return unreserve()
-    permit = plugin.permit(state, assumed, chosen)
-    record.update(permit=permit.status, permit_timeout_ms=permit.timeout_ms)
-    if not permit.status.ok:
+    status, _timeouts = framework.run_permit(state, assumed, chosen)
+    permit = answers.get("Permit")
+    if permit is not None:
+        record.update(permit=permit.status, permit_timeout_ms=permit.timeout_ms)
+    if not status.ok:
         return unreserve()
-    if plugin.implements("pre_bind"):
-        pre_bind = plugin.pre_bind(state, assumed, chosen)
-        record["pre_bind"] = pre_bind
-        if not pre_bind.ok:
-            return unreserve()
-    if plugin.implements("bind"):
-        bind = plugin.bind(state, assumed, chosen)
-        record["bind"] = bind
-        if not bind.ok and not _is_skip(bind):
-            return unreserve()
-    plugin.post_bind(state, assumed, chosen)
+    status = framework.run_pre_bind(state, assumed, chosen)
+    if "PreBind" in answers:
+        record["pre_bind"] = answers["PreBind"]
+    if not status.ok:
+        return unreserve()
+    status = framework.run_bind(state, assumed, chosen)
+    if "Bind" in answers:
+        record["bind"] = answers["Bind"]
+    if not status.ok and status.code != Code.SKIP:
+        return unreserve()
+    framework.run_post_bind(state, assumed, chosen)
     return done(bound=True)
 
 
