@@ -2,15 +2,21 @@
 
 The probe runs a script of host-import calls, written into its memory at 0x100 before
 an export is called, and leaves one result word per op at 0x800. Its status word
-(0x10) and high word (0x14) are what its exports return.
+(0x10) and high word (0x14) are what its exports return. `ExportInputs` calls any
+export of an instance by name (the probe's or any guest's), `status_of` reads the
+status of what it answered.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from wasm_scheduler.actors.guest_instance import GuestInstance
+from wasm_scheduler.actors.handle import FrameworkHandle, KubeObject
+from wasm_scheduler.framework_api import FilterResult, NodeScore, Status
 
 STATUS = 0x10
 HIGH = 0x14
@@ -80,3 +86,59 @@ def read(instance: GuestInstance, ptr: int, length: int) -> bytes:
 
 def word(instance: GuestInstance, ptr: int) -> int:
     return int(struct.unpack("<I", instance.memory.read(ptr, 4))[0])
+
+
+@dataclass(frozen=True)
+class ExportInputs:
+    """What a test hands the exports of a `GuestInstance`: `call` runs any export by name
+    with the arguments its method takes."""
+
+    pod: KubeObject
+    #: The pod AddPod and RemovePod add or remove.
+    target: KubeObject
+    #: The node of the per-node and binding-cycle exports.
+    node: str = "node-1"
+    #: Filter's and Score's nodes (None: `node` alone).
+    nodes: Sequence[str] | None = None
+    #: PreScore's filtered nodes (None: `nodes`).
+    filtered: Sequence[str] | None = None
+    #: PostFilter's node statuses, as codes (None: `node` Unschedulable).
+    statuses: Mapping[str, int] | None = None
+    #: NormalizeScore's scores (None: `node` scored 1).
+    scores: Sequence[NodeScore] | None = None
+
+    def args(self, export: str, handle: FrameworkHandle) -> tuple[Any, ...]:
+        """The arguments of ``GuestInstance.<export>``."""
+        nodes = list(self.nodes) if self.nodes is not None else [self.node]
+        if export in ("filter", "score"):
+            return (self.pod, nodes, handle)
+        if export == "prescore":
+            return (self.pod, list(self.filtered) if self.filtered is not None else nodes, handle)
+        if export == "prefilter":
+            return (self.pod, handle)
+        if export == "postfilter":
+            return (self.pod, dict(self.statuses) if self.statuses is not None else {self.node: 2}, handle)
+        if export == "normalizescore":
+            return (self.pod, list(self.scores) if self.scores is not None else [NodeScore(self.node, 1)], handle)
+        if export in ("addpod", "removepod"):
+            return (self.pod, self.target, self.node, handle)
+        if export == "enqueue":
+            return (handle,)
+        return (self.pod, self.node, handle)
+
+    def call(self, instance: GuestInstance, export: str, handle: FrameworkHandle) -> Any:
+        """What ``instance.<export>`` answers to these inputs."""
+        return getattr(instance, export)(*self.args(export, handle))
+
+
+def status_of(result: Any) -> Status:
+    """The status of any export's answer (a Filter's: its first node's)."""
+    if isinstance(result, Status):
+        return result
+    if isinstance(result, FilterResult):
+        return result.statuses[0][1]
+    if isinstance(result, tuple):  # enqueue: (events, status)
+        status: Status = result[1]
+        return status
+    found: Status = result.status
+    return found

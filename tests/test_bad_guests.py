@@ -16,7 +16,18 @@ import pykka
 import pytest
 
 from tests.conftest import wat_guest
-from tests.probe import CALLS, EXPORT_IDS, LAST_EXPORT, RESULTS, SCRIPT, Script, results, word
+from tests.probe import (
+    CALLS,
+    EXPORT_IDS,
+    LAST_EXPORT,
+    RESULTS,
+    SCRIPT,
+    ExportInputs,
+    Script,
+    results,
+    status_of,
+    word,
+)
 from wasm_scheduler.actors.guest_actor import Describe, GuestActor, InstanceBroken, InstanceInfo, Invoke
 from wasm_scheduler.actors.guest_instance import GuestInstance
 from wasm_scheduler.actors.kube.wire_cache import WireCache
@@ -42,40 +53,9 @@ POD = {"metadata": {"name": "web-0", "namespace": "shop", "uid": "uid-web-0"},
 TARGET = {"metadata": {"name": "db-0", "namespace": "shop", "uid": "uid-db-0"}}
 NODES = ["node-1", "node-2", "node-3"]
 SCORES = [NodeScore("node-1", 1), NodeScore("node-2", 2)]
+INPUTS = ExportInputs(POD, TARGET, nodes=NODES, scores=SCORES)
 BAD = 0xFFFF0000
 UNREACHABLE = "wasm `unreachable` instruction executed"
-
-
-def invoke_args(export: str, handle: EmptyHandle) -> tuple[Any, ...]:
-    """The arguments of GuestInstance.<export>."""
-    if export in ("filter", "prescore", "score"):
-        return (POD, NODES, handle)
-    if export == "prefilter":
-        return (POD, handle)
-    if export == "postfilter":
-        return (POD, {"node-1": 2}, handle)
-    if export == "normalizescore":
-        return (POD, SCORES, handle)
-    if export in ("addpod", "removepod"):
-        return (POD, TARGET, "node-1", handle)
-    if export == "enqueue":
-        return (handle,)
-    return (POD, "node-1", handle)
-
-
-def status_of(result: Any) -> Status:
-    """The status of any extension point's result (filter: all nodes must agree)."""
-    if isinstance(result, Status):
-        return result
-    if isinstance(result, FilterResult):
-        statuses = {status for _node, status in result.statuses}
-        assert len(statuses) == 1, result
-        return statuses.pop()
-    if isinstance(result, tuple):  # enqueue
-        events, status = result
-        assert events == DEFAULT_CLUSTER_EVENTS
-        return status  # type: ignore[no-any-return]
-    return result.status  # type: ignore[no-any-return]
 
 
 def stderr_then(script: Script, text: bytes) -> Script:
@@ -93,7 +73,7 @@ def test_trap_in_each_export(export: str, make_instance: Callable[..., GuestInst
     inst = make_instance()
     script = stderr_then(Script(), f"panic: runtime error in {export}\n\ngoroutine 1 [running]:\n".encode())
     script.op("trap").returns(0).load(inst)
-    result = getattr(inst, export)(*invoke_args(export, handle))
+    result = INPUTS.call(inst, export, handle)
     status = status_of(result)
     assert status.code == Code.ERROR
     assert status.plugin == "probe"
@@ -103,7 +83,7 @@ def test_trap_in_each_export(export: str, make_instance: Callable[..., GuestInst
     assert word(inst, LAST_EXPORT) == EXPORT_IDS[export]
     # the shape of the failed result
     if export == "filter":
-        assert [n for n, _ in result.statuses] == NODES  # every node gets the error
+        assert result.statuses == tuple((n, status) for n in NODES)  # every node gets the error
         assert inst.calls == 1  # the first node's call trapped; the others never ran
     elif export == "score":
         assert result == ScoreResult(status)
@@ -115,11 +95,13 @@ def test_trap_in_each_export(export: str, make_instance: Callable[..., GuestInst
         assert result == NormalizeScoreResult(status)
     elif export == "permit":
         assert result == PermitResult(status, 0)
+    elif export == "enqueue":
+        assert result == (DEFAULT_CLUSTER_EVENTS, status)
     # every later call answers Error without running guest code
     runs, calls = word(inst, CALLS), inst.calls
     Script().returns(0).load(inst)
     for later in EXPORT_IDS:
-        again = status_of(getattr(inst, later)(*invoke_args(later, handle)))
+        again = status_of(INPUTS.call(inst, later, handle))
         assert again == Status(
             Code.ERROR,
             f"wasm plugin probe: instance probe-test is discarded (cannot run {later}): {status.reason}",
@@ -151,7 +133,7 @@ def test_proc_exit_during_an_export_is_an_error(make_instance: Callable[..., Gue
         inst = make_instance()
         script = stderr_then(Script(), b"exiting\n")
         script.op("proc_exit", code).returns(0).load(inst)
-        status = status_of(getattr(inst, export)(*invoke_args(export, handle)))
+        status = status_of(INPUTS.call(inst, export, handle))
         assert status == Status(
             Code.ERROR,
             f"wasm plugin probe: trap in {export}: guest exited with code {code}; stderr: exiting",

@@ -7,12 +7,13 @@ high word (high 32 bits); `node_digit` makes the answer depend on the current no
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from tests.conftest import wat_guest
-from tests.probe import CALLS, EXPORT_IDS, HIGH, LAST_EXPORT, STATUS, Script, word
+from tests.probe import CALLS, EXPORT_IDS, HIGH, LAST_EXPORT, STATUS, ExportInputs, Script, status_of, word
 from wasm_scheduler.actors.guest_instance import GuestInstance
 from wasm_scheduler.framework_api import (
     ClusterEvent,
@@ -34,6 +35,7 @@ POD = {"metadata": {"name": "web-0", "namespace": "shop", "uid": "uid-web-0"},
        "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}}
 TARGET = {"metadata": {"name": "db-0", "namespace": "shop", "uid": "uid-db-0"},
           "spec": {"containers": [{"name": "db", "image": "postgres:16"}], "nodeName": "node-1"}}
+INPUTS = ExportInputs(POD, TARGET)
 
 I32_EXPORTS = ["prefilter", "filter", "prescore", "reserve", "prebind", "bind", "addpod", "removepod",
                "normalizescore"]
@@ -42,31 +44,6 @@ I32_EXPORTS = ["prefilter", "filter", "prescore", "reserve", "prebind", "bind", 
 @pytest.fixture
 def inst(make_instance: Callable[..., GuestInstance]) -> GuestInstance:
     return make_instance()
-
-
-def status_of(inst: GuestInstance, h: EmptyHandle, export: str, node: str = "node-1") -> Status:
-    """Run one export with ordinary inputs; its status."""
-    if export == "prefilter":
-        return inst.prefilter(POD, h).status
-    if export == "filter":
-        [(name, status)] = inst.filter(POD, [node], h).statuses
-        assert name == node
-        return status
-    if export == "postfilter":
-        return inst.postfilter(POD, {node: 2}, h).status
-    if export == "prescore":
-        return inst.prescore(POD, [node], h)
-    if export == "score":
-        return inst.score(POD, [node], h).status
-    if export == "normalizescore":
-        return inst.normalizescore(POD, [NodeScore(node, 1)], h).status
-    if export == "permit":
-        return inst.permit(POD, node, h).status
-    if export in ("addpod", "removepod"):
-        return getattr(inst, export)(POD, TARGET, node, h)
-    if export == "enqueue":
-        return inst.enqueue(h)[1]
-    return getattr(inst, export)(POD, node, h)
 
 
 def with_reason(reason: bytes) -> Script:
@@ -80,7 +57,7 @@ def with_reason(reason: bytes) -> Script:
 @pytest.mark.parametrize("export", I32_EXPORTS)
 def test_i32_status_codes(export: str, code: Code, inst: GuestInstance, handle: EmptyHandle) -> None:
     with_reason(f"{export} says {code.label}".encode()).returns(code).load(inst)
-    status = status_of(inst, handle, export)
+    status = status_of(INPUTS.call(inst, export, handle))
     if code == Code.SUCCESS:
         assert status == Status(Code.SUCCESS, "", "probe")
     else:
@@ -94,7 +71,7 @@ def test_non_success_without_status_reason_has_an_empty_reason(
     export: str, inst: GuestInstance, handle: EmptyHandle
 ) -> None:
     Script().returns(Code.UNSCHEDULABLE).load(inst)
-    assert status_of(inst, handle, export) == Status(Code.UNSCHEDULABLE, "", "probe")
+    assert status_of(INPUTS.call(inst, export, handle)) == Status(Code.UNSCHEDULABLE, "", "probe")
 
 
 @pytest.mark.parametrize("bad", [6, 9, -1, 0x7FFFFFFF])
@@ -102,7 +79,7 @@ def test_non_success_without_status_reason_has_an_empty_reason(
 def test_i32_unknown_status_code_is_an_error(export: str, bad: int, inst: GuestInstance,
                                              handle: EmptyHandle) -> None:
     with_reason(b"whatever").returns(bad).load(inst)
-    status = status_of(inst, handle, export)
+    status = status_of(INPUTS.call(inst, export, handle))
     assert status == Status(Code.ERROR, f"wasm plugin probe: {export} returned unknown status code {bad}",
                             "probe")
     assert not inst.broken
@@ -116,7 +93,7 @@ def test_i64_unknown_status_code_is_an_error(export: str, bad: int, inst: GuestI
         with_reason(b"whatever").returns(100, bad).load(inst)  # permit: status in the HIGH word
     else:
         with_reason(b"whatever").returns(bad, 100).load(inst)
-    status = status_of(inst, handle, export)
+    status = status_of(INPUTS.call(inst, export, handle))
     prefix = "node node-1: " if export == "score" else ""
     assert status == Status(Code.ERROR, f"{prefix}wasm plugin probe: {export} returned unknown status code {bad}",
                             "probe")
@@ -319,7 +296,7 @@ def test_enqueue_without_events_gives_the_defaults(given: bytes | None, inst: Gu
 @pytest.mark.parametrize("export", ["unreserve", "postbind"])
 def test_void_exports_are_success(export: str, inst: GuestInstance, handle: EmptyHandle) -> None:
     with_reason(b"ignored").returns(2).load(inst)
-    assert getattr(inst, export)(POD, "node-1", handle) == Status(Code.SUCCESS, "", "probe")
+    assert INPUTS.call(inst, export, handle) == Status(Code.SUCCESS, "", "probe")
     assert word(inst, LAST_EXPORT) == EXPORT_IDS[export]
     assert inst.calls == 1 == word(inst, CALLS)
 
@@ -329,7 +306,7 @@ def test_void_exports_are_success(export: str, inst: GuestInstance, handle: Empt
 def test_each_export_runs_its_own_function(inst: GuestInstance, handle: EmptyHandle) -> None:
     Script().op("currentNodeName", 0x1000, 64).load(inst)
     for n, export in enumerate(EXPORT_IDS, start=1):
-        status_of(inst, handle, export, node=f"node-{n}")
+        replace(INPUTS, node=f"node-{n}").call(inst, export, handle)
         assert word(inst, LAST_EXPORT) == EXPORT_IDS[export], export
         assert inst.calls == n == word(inst, CALLS)
 
@@ -337,8 +314,8 @@ def test_each_export_runs_its_own_function(inst: GuestInstance, handle: EmptyHan
 def test_per_node_exports_see_their_node(inst: GuestInstance, handle: EmptyHandle) -> None:
     Script().op("node_digit", STATUS).load(inst)
     for export in ("filter", "reserve", "prebind", "bind", "addpod", "removepod"):
-        assert status_of(inst, handle, export, node="node-3").code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-        assert status_of(inst, handle, export, node="node-0").code == Code.SUCCESS
+        on_3, on_0 = (status_of(replace(INPUTS, node=node).call(inst, export, handle)) for node in ("node-3", "node-0"))
+        assert on_3.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE and on_0.code == Code.SUCCESS
     Script().op("node_digit", HIGH).load(inst)
     assert inst.permit(POD, "node-4", handle).status.code == Code.WAIT
 

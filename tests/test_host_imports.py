@@ -15,6 +15,7 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ import yaml
 from structlog.testing import capture_logs
 
 from tests.kube_decode import decode_node_list, decode_pod
-from tests.probe import CALLS, EXPORT_IDS, LAST_EXPORT, Script, read, results, word
+from tests.probe import CALLS, EXPORT_IDS, LAST_EXPORT, ExportInputs, Script, read, results, status_of, word
 from wasm_scheduler.actors.guest_instance import GuestInstance
 from wasm_scheduler.actors.guest_memory import GuestMemory
 from wasm_scheduler.actors.kube.codec import encode_node, encode_node_list, encode_pod
@@ -59,6 +60,10 @@ TARGET = {
     "spec": {"containers": [{"name": "db", "image": "postgres:16"}], "nodeName": "node-2",
              "priority": 10},
 }
+#: Ordinary inputs of every export: PreScore's filtered nodes, PostFilter's statuses and
+#: NormalizeScore's scores are what the tests of those imports read back.
+INPUTS = ExportInputs(POD, TARGET, node="node-2", filtered=["node-1", "node-3"], statuses={"node-1": 2, "node-2": 3},
+                      scores=[NodeScore("node-1", 10), NodeScore("node-2", -3)])
 WAITING = {
     "metadata": {"name": "waiter", "namespace": "default", "uid": "uid-waiting"},
     "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}], "schedulerName": "wasm"},
@@ -121,25 +126,7 @@ def inst(make_instance: Callable[..., GuestInstance]) -> GuestInstance:
 
 def call(inst: GuestInstance, h: FrameworkHandle, export: str, node: str = "node-2") -> Status:
     """Run `export` of the probe with ordinary inputs; its status."""
-    if export == "prefilter":
-        return inst.prefilter(POD, h).status
-    if export == "filter":
-        return inst.filter(POD, [node], h).statuses[0][1]
-    if export == "postfilter":
-        return inst.postfilter(POD, {"node-1": 2, "node-2": 3}, h).status
-    if export == "prescore":
-        return inst.prescore(POD, ["node-1", "node-3"], h)
-    if export == "score":
-        return inst.score(POD, [node], h).status
-    if export == "normalizescore":
-        return inst.normalizescore(POD, [NodeScore("node-1", 10), NodeScore("node-2", -3)], h).status
-    if export == "permit":
-        return inst.permit(POD, node, h).status
-    if export in ("addpod", "removepod"):
-        return getattr(inst, export)(POD, TARGET, node, h)
-    if export == "enqueue":
-        return inst.enqueue(h)[1]
-    return getattr(inst, export)(POD, node, h)
+    return status_of(replace(INPUTS, node=node).call(inst, export, h))
 
 
 def run(inst: GuestInstance, h: FrameworkHandle, export: str, script: Script,

@@ -13,7 +13,7 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
 from tests.conftest import GUESTS
-from tests.probe import OPS, Script
+from tests.probe import OPS, ExportInputs, Script, status_of
 from wasm_scheduler.actors.guest_instance import GuestInstance
 from wasm_scheduler.adapters.extender import protocol
 from wasm_scheduler.framework_api import Code
@@ -48,22 +48,8 @@ class NodesHandle(EmptyHandle):
         return POD
 
 
-def run_export(inst: GuestInstance, export: str):
-    handle = NodesHandle()
-    calls = {
-        "prefilter": lambda: inst.prefilter(POD, handle).status,
-        "filter": lambda: inst.filter(POD, ["a", "b"], handle).statuses[0][1],
-        "score": lambda: inst.score(POD, ["a"], handle).status,
-        "postfilter": lambda: inst.postfilter(POD, {"a": 2}, handle).status,
-        "normalizescore": lambda: inst.normalizescore(POD, (), handle).status,
-        "permit": lambda: inst.permit(POD, "a", handle).status,
-        "enqueue": lambda: inst.enqueue(handle)[1],
-        "addpod": lambda: inst.addpod(POD, POD, "a", handle),
-        "removepod": lambda: inst.removepod(POD, POD, "a", handle),
-        "prescore": lambda: inst.prescore(POD, ["a"], handle),
-    }
-    call = calls.get(export) or (lambda: getattr(inst, export)(POD, "a", handle))
-    return call()
+#: Every export's inputs: the nodes the handle serves, the pod as its own target.
+INPUTS = ExportInputs(POD, POD, node="a", nodes=["a", "b"], filtered=["a"], statuses={"a": 2}, scores=())
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -75,11 +61,11 @@ def test_any_host_call_is_a_status_never_an_exception(ops, export) -> None:
     for name, *args in ops:
         script.op(name, *args)
     script.load(inst)
-    status = run_export(inst, export)
+    status = status_of(INPUTS.call(inst, export, NodesHandle()))
     assert status.code in set(Code)
     if status.code == Code.ERROR and "trap in" in status.reason:
         assert inst.broken, "a failed call must break the instance"
-        assert run_export(inst, "reserve").code == Code.ERROR
+        assert status_of(INPUTS.call(inst, "reserve", NodesHandle())).code == Code.ERROR
 
 
 json_values = st.recursive(
