@@ -66,7 +66,6 @@ from wasm_scheduler.actors.supervisor import (
     GiveBack,
     Lost,
     PoolCounts,
-    Reap,
     Release,
     Route,
     SupervisorActor,
@@ -208,10 +207,6 @@ class WasmPlugin:
         """The supervisor's word on which actor serves `pod` now; `binding`: for a call of
         the pod's binding cycle."""
         return self._ask_supervisor(Route(*uid_and_name(pod), binding_first=binding))
-
-    def reap(self) -> int:
-        """Stop idle instances beyond `pool.minIdle` now (a timer does it after `idleSeconds`)."""
-        return self._ask_supervisor(Reap())
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the supervisor and every guest actor of this plugin, and wait for them."""

@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import GUESTS, SCORER_WAT, wat_guest
 from wasm_scheduler.actors.guest_actor import GuestActor
-from wasm_scheduler.actors.supervisor import Assigned, Lost
+from wasm_scheduler.actors.supervisor import Assigned, Lost, Reap
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
 from wasm_scheduler.framework_api import Code, NodeScore
 from wasm_scheduler.registry.compiler import GuestCompiler
@@ -267,7 +267,7 @@ def test_max_instances_gives_a_clear_error_when_reached(checker_plugin) -> None:
 def test_idle_instances_beyond_min_idle_are_stopped_after_idle_time(checker_plugin) -> None:
     plugin = checker_plugin(min_idle=1, idle_seconds=0)
     bind_together(plugin, [make_pod(f"p{i}") for i in range(4)])
-    plugin.reap()
+    plugin.supervisor.ask(Reap())  # what the idle timer tells it
     counts = plugin.counts()
     assert counts.idle == 1 and counts.reaped == 3 and counts.balanced
 
