@@ -16,4 +16,6 @@
 - `kube` (schema, codec, wire cache: Kubernetes objects as protobuf bytes) lives here
   because its one user is the guest's host functions, which hand those bytes to the
   guest.
+
+See `docs/abi-notes.md` for the lifecycle and `docs/reliability.md` for faults.
 """

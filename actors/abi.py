@@ -6,6 +6,8 @@ split in C). The ABI's tables (export and import signatures) live in
 `registry.guest_abi`, below the loader; the framework's vocabulary (status codes,
 `Status`, the results, cluster events, the extension points) lives in
 `framework_api`.
+
+See `docs/guest-authors.md` ("The raw guest interface").
 """
 
 from __future__ import annotations

@@ -28,6 +28,8 @@ pool (idle, lent, gone) is the supervisor's. A guest that exports none of prebin
 bind, postbind and unreserve can never be called for a pod after its Permit, so its
 pods keep the slot through Permit (`moves_to_binding` is False) and the next pod's
 PreFilter takes it over as it takes over a rejected pod's.
+
+See `docs/abi-notes.md` for where these rules differ from the reference host.
 """
 
 from __future__ import annotations

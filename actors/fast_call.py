@@ -1,25 +1,16 @@
 """The call paths between Python and wasm: exports in, host functions out, deadlines.
 
-This module owns how Python enters wasm for an extension-point export, and how wasm
-calls back into the host functions. wasmtime-py's `Func.__call__` re-reads the
-function type, converts values and allocates on every call (about 15 us here); the
-exports of the ABI take no parameters and return at most one i32/i64, whose types the
-loader already validated, so the host calls `wasmtime_func_call_unchecked` on
-preallocated buffers, with plain addresses (`UncheckedCall`, about 1.3x the raw ctypes
-floor). Host functions are registered with `wasmtime_linker_define_func_unchecked` and
-raw ctypes callbacks (about 1.2 us a round trip instead of 14 us through wasmtime-py's
-generic trampoline). `EpochDeadline` arms each store's deadline and, through
-wasmtime's deadline callback, gives every node of a batch run in wasm
-(`actors.node_loop`) its own deadline. The per-node loop in Python (`ExportCaller.per_node`)
-is the public-API path's.
-
-These bindings are private to wasmtime-py: `actors.wasmtime_internals` owns every use of
-them, and a fast path is built only when its one check (`internals()`) found every piece
-working, and never when asked not to (`GuestCompiler(fast_calls=False)`); the public API
-is the tested fallback. Both paths raise the same exceptions: the Python exception a
-host function raised (recorded per instance in a `HostFault`, so concurrent instances
-never see each other's, unlike wasmtime-py's module-global record), `DeadlineExceeded`,
-a `wasmtime.Trap`, or a `wasmtime.WasmtimeError`.
+This module owns how Python enters wasm for an extension-point export (`UncheckedCall`:
+`wasmtime_func_call_unchecked` on preallocated buffers), how wasm calls back into the
+host functions (`wasmtime_linker_define_func_unchecked` with raw ctypes callbacks), and
+`EpochDeadline`, which gives every node of a batch run in wasm (`actors.node_loop`) its
+own deadline. Every private binding comes from `actors.wasmtime_internals`, and a fast
+path is built only when its check found every piece working and fast calls were not
+turned off (`GuestCompiler(fast_calls=False)`); `ExportCaller` is the public API's
+path. Both raise the same exceptions: the Python exception a host function raised
+(recorded per instance in a `HostFault`), `DeadlineExceeded`, a `wasmtime.Trap` or a
+`wasmtime.WasmtimeError`. `docs/performance.md` ("Why each fast path exists") has the
+figures.
 """
 
 from __future__ import annotations

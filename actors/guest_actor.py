@@ -7,6 +7,8 @@ Extension points over many nodes (filter, score) are one message carrying the no
 list. When a call breaks the instance (a trap, a host error; or the instance never
 started), the actor tells its supervisor (`InstanceBroken`), which discards it; calls
 that still arrive are answered with an Error status.
+
+See `docs/reliability.md` ("Bad guest behaviour").
 """
 
 from __future__ import annotations

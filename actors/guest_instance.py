@@ -9,6 +9,8 @@ memory is undefined, so every later call answers Error without running guest cod
 
 A `GuestInstance` is not thread-safe and is not meant to be: exactly one `GuestActor`
 owns it, and its mailbox serializes every call (`actors.guest_actor`).
+
+See `docs/reliability.md` for its limits and `docs/guest-authors.md` for the ABI.
 """
 
 from __future__ import annotations

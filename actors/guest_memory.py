@@ -15,6 +15,8 @@ private bindings working, the two getters are called through its ctypes prototyp
 plain addresses that keep the GIL (they are trivial and never call back), as
 `actors.fast_call` does for exports, and so is the copy of a host function's answer into
 guest memory. `fast=False` keeps the public API (the before/after comparison).
+
+See `docs/guest-authors.md` ("The buffer protocol").
 """
 
 from __future__ import annotations

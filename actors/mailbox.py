@@ -1,26 +1,15 @@
 """MailboxActor and ReplyFuture: Pykka's threading actor with a cheaper mailbox and reply.
 
 This module owns the primitives a message travels through. Every hand-off between the
-scheduler's threads and an actor is one put, one wake and one get, so their cost is paid
-several times a pod. Pykka's `ThreadingActor` builds its inbox on `queue.Queue` and its
-futures on `threading.Condition`, both written in Python (a lock, a list of waiters and
-a fresh lock for every wait). Here the same roles are played by the interpreter's C
-primitives, through the hooks Pykka gives every actor class (`_create_actor_inbox`,
-`_create_future`):
-
-- the inbox is a `queue.SimpleQueue` (put and get in C; FIFO, unbounded, what Pykka asks
-  of an inbox: put, get, empty);
-- a reply is a `ReplyFuture`: a lock held from creation and released by `set`, so a
-  waiter sleeps in one C-level acquire and wakes once (waiters pass the lock on; one
-  whose turn comes late still sees the value, never a false timeout).
-
-Semantics are Pykka's: `get` returns the value or raises the exception that was set,
-raises `pykka.Timeout` when the time runs out, can be called again (the same answer),
-and a second `set` raises `queue.Full`; `map`, `join`, `filter` and `reduce` work through
-the base class's get hook.
-
-A message that is asked says what it answers: it is an `Ask[R]`, and `ask` gives its
-answer typed as `R` (Pykka's own `ask` answers an untyped value).
+scheduler's threads and an actor is one put, one wake and one get, paid several times a
+pod; Pykka's own inbox (`queue.Queue`) and futures (`threading.Condition`) are written
+in Python. Here, through the hooks Pykka gives every actor class, the inbox is a
+`queue.SimpleQueue` and a reply a `ReplyFuture`: a lock held from creation and released
+by `set`, so a waiter sleeps in one C-level acquire. Semantics are Pykka's: `get`
+returns the value or raises what was set, raises `pykka.Timeout` when time runs out and
+can be called again; a second `set` raises `queue.Full`. `docs/performance.md` ("Why
+each fast path exists") has the figures. A message that is asked says what it answers: an `Ask[R]`, and `ask` gives its answer
+typed as `R`.
 """
 
 from __future__ import annotations

@@ -2,32 +2,13 @@
 
 This module owns how an export called once per node (`filter`, `score`, `addpod`,
 `removepod`) runs over a batch of nodes in one call from Python. Two small modules of
-the runtime's own live in the guest's store beside it:
-
-- the *driver*, instantiated after the guest with the guest's memory imported as its
-  first memory, loops over the batch: it keeps the index of the node in progress at
-  address 0 of its own memory, calls the guest's export through its table, stores each
-  result, and stops early at a result the host asked it to stop at (Score stops at the
-  first status that is not Success);
-- the *trampoline*, instantiated before the guest, is what the guest imports as
-  `currentNodeName`. It calls, through a table filled once the driver exists, the
-  driver's `currentNodeName`, which copies the node's name from the batch's name table
-  straight into guest memory (the ABI's buffer protocol). Outside a batch, or for a
-  buffer outside guest memory, the driver calls the host's own `currentNodeName`
-  instead, so single calls and faults behave exactly as they do without the loop.
-
-A node then costs a wasm-to-wasm call instead of a Python-to-wasm call plus a Python
-callback. Every other host function still runs in Python; the ones that need the node
-of the moment (a status reason, `currentNodeName` on its slow path) read its index from
-the driver's memory. Deadlines stay per node: `EpochDeadline` lets a batch run while
-the index moves.
-
-The driver's memory: bytes [0, 4) the index of the node in progress; then the results
-(an i64 a node, i32 results sign-extended); then the batch's name table (u32 offset,
-u32 length a node); then the names' bytes, each distinct name written once and
-remembered, until they pass `NAME_BYTES_LIMIT` or twice the names of the batch at hand
-(at least `NAME_ENTRIES_MIN`) and are written afresh: an instance keeps no more names
-than its recent batches had, however many node names it has seen over its life.
+the runtime's own live in the guest's store: the *driver* (with the guest's memory as
+its first memory) loops over the batch, calls the guest's export through its table and
+stores each result; the *trampoline*, which the guest imports as `currentNodeName`,
+answers from the batch's name table through the driver, and falls back to the host's
+own `currentNodeName` outside a batch or for a buffer outside guest memory, so single
+calls and faults behave as without the loop. `NodeLoop` has the driver's memory layout.
+`docs/performance.md` ("The per-node loop in wasm") tells why.
 """
 
 from __future__ import annotations
@@ -116,7 +97,19 @@ class NodeLoop:
     """The driver and trampoline of one instance, and the batches run through them.
 
     Made before the guest is instantiated (`NodeLoop(...)` links the trampoline and the
-    host's fallback); `attach` completes it once the guest exists."""
+    host's fallback); `attach` completes it once the guest exists. A node costs a
+    wasm-to-wasm call; every other host function still runs in Python, and the ones that
+    need the node of the moment (a status reason, `currentNodeName` on its slow path)
+    read its index from the driver's memory. Deadlines stay per node: `EpochDeadline`
+    lets a batch run while the index moves. The driver stops early at a result the host
+    asked it to stop at (Score stops at the first status that is not Success).
+
+    The driver's memory: bytes [0, 4) the index of the node in progress; then the results
+    (an i64 a node, i32 results sign-extended); then the batch's name table (u32 offset,
+    u32 length a node); then the names' bytes, each distinct name written once and
+    remembered, until they pass `NAME_BYTES_LIMIT` or twice the names of the batch at hand
+    (at least `NAME_ENTRIES_MIN`) and are written afresh: an instance keeps no more names
+    than its recent batches had, however many node names it has seen over its life."""
 
     def __init__(
         self,

@@ -20,6 +20,8 @@ means, moves actors in and out of the pool accordingly and logs it:
 The supervisor only hands out actor refs and records transitions: it never waits on a
 guest actor (starting one is asynchronous: the new actor builds its instance on its own
 thread), so it can never deadlock with one.
+
+See `docs/reliability.md` for the pool settings.
 """
 
 from __future__ import annotations

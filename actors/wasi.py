@@ -9,6 +9,8 @@ function a guest imports is given with the guest's own signature and answers ENO
 so a guest that merely links it still loads. It is the runtime's own implementation
 rather than wasmtime's WASI so that output is captured in memory with no temporary
 files and no host resource is reachable.
+
+See `docs/abi-notes.md` and `docs/guest-authors.md` ("Imports").
 """
 
 from __future__ import annotations

@@ -1,38 +1,18 @@
 """Every reach into wasmtime-py's private API, and the one check that it still works.
 
-This module owns the project's only uses of names wasmtime-py does not publish: its
-`_ffi` module (the loaded C library `dll`, the `wasmtime_val_raw_t`, `wasm_trap_t` and
-`wasmtime_error_t` structures), `wasmtime._func.LAST_EXCEPTION`, `Trap._from_ptr`,
-`WasmtimeError._from_ptr`, `Store._context()`, `Memory._memory` and `Func._func`, and
-CPython's `ctypes._memmove_addr`. Over the library it declares its own ctypes
-prototypes of wasmtime C API functions, taking and returning plain addresses
-(`wasmtime_func_call_unchecked`, `wasmtime_context_set_epoch_deadline`,
-`wasmtime_store_epoch_deadline_callback`, `wasmtime_linker_define_func_unchecked`,
-`wasmtime_memory_data`, `wasmtime_memory_data_size`, `wasmtime_error_new`,
-`wasmtime_trap_new`). They serve the fast paths of `actors.fast_call` (exports, host
-functions, deadlines) and `actors.guest_memory` (bounds checks and copies), and the raw
-floor of `adapters.benchmarks.micro`; no other module touches a private name of
-wasmtime-py (`tests/test_wasmtime_internals.py` reads the sources to hold that).
+This module owns the project's only uses of names wasmtime-py does not publish (its
+`_ffi` library and structures, `LAST_EXCEPTION`, `Trap._from_ptr`,
+`WasmtimeError._from_ptr`, `Store._context()`, `Memory._memory`, `Func._func`, and
+CPython's `ctypes._memmove_addr`), and its own ctypes prototypes of wasmtime C API
+functions on plain addresses. They serve the fast paths of `actors.fast_call` and
+`actors.guest_memory`, and the raw floor of `adapters.benchmarks.micro`.
 
-`internals()` is the one check, run once a process (about a millisecond): `probe()`
-builds every accessor and tries each in a throwaway engine and store (a host function
-defined with the unchecked definer and called with the unchecked call, once returning a
-value and once trapping; a memory's size, base and a copy into it; an error made by the
-C API turned back into a `WasmtimeError`). It gives an `Internals`, or None if any name
-is missing or any accessor misbehaves. With None, every caller takes wasmtime-py's
-public API: slower (about ten times per call into or out of wasm), with the same
-results and the same exceptions. `probe()` raises what went wrong.
-
-Nothing may call `internals()` while modules are being imported: its engine would be
-the process's first, and wasmtime installs its trap handlers with the first engine, so
-a fatal-signal handler installed after import (pytest's `faulthandler`, say) would take
-every wasm trap for a crash. It is first called when an instance is built, after its
-guest's engine exists.
-
-Checked with wasmtime-py 30.0.0 (the lowest version pyproject.toml's `wasmtime>=30,<51`
-admits, which CI also runs) and 50.0.1 (the newest). These names can change in any
-release: a new major is admitted only after `tests/test_fast_call.py`, which fails when
-the check says None, passes with it.
+`internals()` is the one check, run once a process when the first instance is built
+(never during imports: wasmtime installs its trap handlers with the first engine):
+`probe()` tries every accessor in a throwaway store and gives an `Internals`, or None
+if any is missing or misbehaves; then every caller takes the public API, slower but
+with the same results. `docs/packaging.md` ("Supported dependency versions") says which
+wasmtime versions are checked and how a new one is admitted.
 """
 
 from __future__ import annotations

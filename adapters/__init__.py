@@ -4,4 +4,6 @@
 kube-scheduler extension points as methods, each routed through the plugin's
 supervisor); `framework` is the in-process scheduling framework; `cli` is the
 `wasm-scheduler` command.
+
+See `docs/framework.md` and `docs/extender.md`.
 """

@@ -1,26 +1,14 @@
 """The ``wasm-scheduler`` command line.
 
-This module owns parsing arguments (argparse, one subcommand per job, so more can be
-added beside ``simulate``), setting up logging (`adapters.logs`, to stderr), running
-the command, and turning a user's mistake (`UserError`: a missing file, bad YAML, an
-unknown plugin, a guest that does not load) into one ``error: ...`` line on stderr and
-exit code 2. Whatever way a command ends, the actors and threads it started are stopped;
-a reader of stdout or stderr that goes away ends it quietly with status 141 (the
-``EXIT_*`` constants list every status). Results go to stdout: a table (with a
-progress bar for long runs) or exactly one JSON document.
-
-    wasm-scheduler simulate [--config SCHED.yaml] [--cluster CLUSTER.yaml]
-                            [--output table|json] [--explain POD] [--cpus auto|all|LIST]
-    wasm-scheduler trace LOGFILE [--pod NAME]
-    wasm-scheduler extender --config SCHED.yaml [--listen 127.0.0.1:8888] [--cluster SNAPSHOT.yaml | --no-watch]
-    wasm-scheduler bench [--nodes 500] [--init-pods 500] [--pods 1000] [--rounds 3] [--compare-metrics]
-                         [--output table|json]
-
-``--cpus`` (simulate, extender, bench) places the command's threads: `adapters.cpu_affinity`
-(default ``auto`` for the two that run and end, ``all`` for the long-running extender).
-The same three keep compiled guests in the user's cache folder (`default_cache_dir`), so a
-guest is compiled once, not on every run; ``--cache-dir DIR`` chooses the folder and
-``--no-cache`` compiles every time and writes nothing.
+This module owns parsing arguments (argparse, one subcommand per job: ``simulate``,
+``trace``, ``extender``, ``bench``), setting up logging (`adapters.logs`, to stderr),
+running the command, and turning a user's mistake (`UserError`: a missing file, bad
+YAML, an unknown plugin, a guest that does not load) into one ``error: ...`` line on
+stderr and exit code 2. Whatever way a command ends, the actors and threads it started
+are stopped; a reader of stdout or stderr that goes away ends it quietly with status
+141 (the ``EXIT_*`` constants list every status). Results go to stdout: a table (with a
+progress bar for long runs) or exactly one JSON document. Option defaults come from the
+constants the code uses. README.md ("Commands") lists every command and option.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """Which CPUs the scheduler's threads run on (``--cpus``).
 
-This module owns the process's CPU placement. The runtime is a CPython process: one
-thread at a time runs Python (the GIL), and a pod's cycle hands that lock from thread to
-thread several times (the scheduling loop, the plugin's supervisor, the instance's actor,
-the binding workers). When those threads sit on different CPUs, every hand-off is a
-wake-up across CPUs (an inter-processor interrupt, costly on a virtual machine) and the
-woken thread starts with the other CPU's caches cold; on one CPU the same hand-off is a
-plain context switch with warm caches. The guests' own wasm code is a small share of a
-pod's time (`docs/performance.md` shows the measurement), so a second CPU buys the
-process little and costs it every hand-off.
-
-So ``auto`` (the default of ``simulate`` and ``bench``) keeps all of a command's threads
-on one CPU: the one its main thread runs on when it starts, if the process may use it.
-``all`` leaves placement to the operating system: the default of the long-running
-``extender``, which the system may then move as the machine's load moves, and the
-choice for guests heavy enough that their wasm (which runs without the GIL) should run
-beside the scheduling loop. A list such as ``0`` or ``2,3`` or ``0-3`` names the CPUs.
-
-Threads that exist when the choice is applied are moved one by one (Linux places
-threads, not processes); threads started later inherit it from the thread that starts
-them. `Pinning.restore` puts every thread back where it was.
+This module owns the process's CPU placement: ``auto`` (the default of ``simulate`` and
+``bench``) keeps all of a command's threads on the CPU its main thread starts on, so
+the GIL's many hand-offs a pod are same-CPU switches with warm caches; ``all`` leaves
+placement to the operating system (the long-running ``extender``'s default); a list
+such as ``0``, ``2,3`` or ``0-3`` names the CPUs. Linux places threads, not processes:
+threads that exist are moved one by one, later ones inherit the choice, and
+`Pinning.restore` puts every thread back. `docs/performance.md` ("One CPU for the GIL's
+hand-offs") has the measurements.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ command can stop and exit.
 While a command checks its inputs it may `LogSink.hold` the lines: they are written, in
 order, when it releases them, and a mistake found meanwhile releases them without the
 warnings, so the user's mistake is one line (``error: ...``) with no warning before it.
+
+See `docs/logging.md`.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ asks and what the nodes have free, the nodes not evaluated, and the best feasibl
 nodes' scores per plugin, laid out to stay readable in 80 columns) and for programs
 (exactly one JSON document on stdout, carrying everything the table shows), plus the
 progress bar shown while a large snapshot is being scheduled.
+
+See `docs/framework.md` ("`--explain`").
 """
 
 from __future__ import annotations

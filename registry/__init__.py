@@ -4,4 +4,6 @@
 plugin; `source.GuestSource` fetches its bytes; `compiler.GuestCompiler` compiles each
 distinct guest once (with an optional on-disk artifact cache) and `validation` checks it
 against the ABI before any instance runs.
+
+See `docs/guest-authors.md` ("Configure it") and `docs/abi-notes.md`.
 """

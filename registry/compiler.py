@@ -15,6 +15,8 @@ folder and renamed into place (readers see a whole entry or none), and carries a
 checksum of its contents. An entry that is truncated, corrupt or refused by this
 wasmtime (another version or engine configuration) is compiled again and rewritten; a
 folder that cannot be written is a warning, and the guest still runs.
+
+See `docs/performance.md` for the cache and `docs/reliability.md` for the deadlines.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ This module owns `PluginConfig` and its parsing from the args mapping of a
 KubeSchedulerConfiguration `pluginConfig` entry (`guestURL`, `guestConfig`,
 `logSeverity`, `args`, plus this runtime's pool settings). A mistake in it is the
 user's, so it raises `PluginConfigError` with one line naming the plugin and the field.
+
+See `docs/guest-authors.md` ("Configure it") and `docs/reliability.md`.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ This module owns `GuestLoadError`, and `shown`/`clip`: the bounded repr and the 
 every error message of the project (the registry's and the adapters') uses to echo a
 user's value, so a huge or self-referencing value (a YAML alias bomb) still gives one
 short line. It sits at the bottom of the layers, so both can use it.
+
+See `docs/guest-authors.md` ("Configure it").
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ result types, the exports that need another one, the host functions of the ABI w
 their signatures, and the wasi_snapshot_preview1 functions (all of them by name, and
 the signatures of those the host implements). Data only; it imports nothing of the
 project.
+
+See `docs/guest-authors.md` ("The raw guest interface").
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ Every failure is a `GuestLoadError` naming the URL (or path) and the problem.
 `file://` follows the reference host: everything after `file://` is the path, as is
 (`file:///abs/x.wasm` is `/abs/x.wasm`, `file://./x.wasm` and `file://dir/x.wasm` are
 relative), and a relative one is read against the configuration's directory.
+
+See `docs/abi-notes.md` ("Where a guest comes from (`guestURL`)").
 """
 
 from __future__ import annotations

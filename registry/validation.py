@@ -4,6 +4,8 @@ This module owns the load-time rules of `ABI.md`: a `memory` export, the exact
 signature of every extension-point export, coupled exports, at least one plugin
 export, and only known imports with their exact signatures. The result, `GuestShape`,
 says which extension points the guest implements and which WASI functions it links.
+
+See `docs/guest-authors.md` ("The raw guest interface").
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ The public API, imported on first use:
 - `load_inputs(config_path, cluster_path)` and `simulate(config, cluster)`: schedule a
   cluster snapshot with a scheduler configuration, as `wasm-scheduler simulate` does
   (None for either path: the embedded default).
+
+See README.md ("Using a plugin from Python").
 """
 
 from __future__ import annotations

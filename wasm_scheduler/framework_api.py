@@ -9,6 +9,8 @@ whether it carries the pod's assignment lifecycle).
 Every other table of extension points is derived from it. It sits at the bottom of the
 layers and imports nothing of the project; the wasm ABI (export signatures, host
 imports, packed results) lives in `registry.guest_abi` and `actors.abi`.
+
+See `docs/guest-authors.md` ("Exports") for the status codes.
 """
 
 from __future__ import annotations

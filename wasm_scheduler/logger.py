@@ -16,11 +16,9 @@ The choice is made for each line (a module's logger follows a structlog configur
 later), and once by `bind`: a bound logger keeps the choice made when it was bound,
 as structlog's own bound loggers keep the configuration of their time.
 
-It also owns one rule of the hot paths, `enabled`: a log line nobody will see costs
-nothing, not even its fields. structlog's filtering loggers (the ones
-`adapters.logs` configures) and the standard library wrapper here answer
-`is_enabled_for`; any other logger an embedding program configures is assumed to want
-every line, so nothing is lost.
+It also owns `enabled`: a log line nobody will see costs nothing, not even its fields.
+
+See `docs/logging.md` ("Used as a library").
 """
 
 from __future__ import annotations

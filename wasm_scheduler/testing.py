@@ -42,6 +42,7 @@ arguments raise `PluginConfigError` (one line naming the field).
 
 Importing this module is cheap (pytest imports it at every start once the package is
 installed): the runtime itself is imported when a fixture or helper first needs it.
+See `docs/guest-authors.md` ("Test it with pytest").
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ guest host encodes them for the wire), a pod is known by `pod_uid` and shown by
 that has nothing to show, used where no snapshot exists; `CycleStateView` is what a
 wasm plugin reads of the framework's per-cycle state. It imports nothing of the
 project.
+
+See `docs/guest-authors.md` ("Imports").
 """
 
 from __future__ import annotations

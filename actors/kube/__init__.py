@@ -12,4 +12,6 @@ This sub-package owns the wire form of those objects, from the host's dicts (the
 
 It lives under ``actors/`` because its one user is the guest's host functions
 (`actors.host_functions`), which give these bytes to the guest.
+
+See `docs/abi-notes.md` ("The objects a guest reads").
 """

@@ -1,50 +1,16 @@
 """Kubernetes objects from the host's dict shape to the protobuf wire a guest reads.
 
-This module owns the encoding of v1.Pod, v1.Node and v1.NodeList from the JSON/YAML
-shape ``kubectl get -o yaml`` prints (the dicts the host keeps: camelCase keys, RFC 3339
-times, quantities as text) to the plain protobuf encoding of the ``k8s.io.api.core.v1``
-messages (no ``k8s\\0`` envelope, no TypeMeta). The messages themselves are defined by
-``actors.kube.schema``. Its one user is the guest's host functions, which hand these
-bytes to the guest; the host never decodes them.
-
-JSON conventions, as Kubernetes' own JSON marshalling has them:
-
-* ``meta.v1.Time`` is an RFC 3339 string with second precision ("2023-05-20T00:46:28Z");
-  like Kubernetes, its protobuf form keeps whole seconds only (nanos is always 0).
-  ``MicroTime`` keeps the fraction and prints six digits. ``datetime`` objects (what a
-  YAML loader makes of an unquoted timestamp) are accepted too.
-* ``resource.Quantity`` is a string ("100m", "2Gi") or a JSON number (2 -> "2",
-  0.5 -> "0.5"); the text is kept as given, only checked against the quantity grammar so
-  a guest never receives one its ``resource.ParseQuantity`` rejects.
-* ``IntOrString`` is a JSON integer (type 0) or string (type 1); like Go's marshaller we
-  write all three of its fields.
-* int32/int64 fields take an int, an integral float or a decimal string; bool fields take
-  a bool; bytes fields take standard base64 text; ``FieldsV1`` (managedFields) is a JSON
-  object, carried as its compact JSON bytes.
-* ``null`` means absent. Go's embedded structs (``Probe``'s handler, ``Volume``'s source,
-  the ``LocalObjectReference`` in selectors, ``EphemeralContainer``'s common part) are
-  flattened into their parent object, as in Kubernetes' JSON.
-* ``apiVersion``/``kind`` are not part of the messages: encoding ignores ``apiVersion``
-  (and checks ``kind`` when present).
-
-Protobuf keeps presence, so explicit zeros, ``false`` and empty objects are written;
-empty lists and maps, and nulls, are not.
-
-Unknown keys (not in the schema) are ignored: their dotted paths are appended to the
-optional ``unknown_fields`` list the encoders take, and logged at debug level through
-structlog. A value of the wrong type raises `KubeCodecError` (a ``ValueError``) whose
-message starts with the dotted JSON path, e.g.
-``spec.containers[0].resources.limits.cpu: expected a quantity, got dict``. No other
-exception escapes ``encode_*``.
-
-Encoding is deterministic (map entries sorted by key, as Go's generated marshallers do),
-so the bytes of an object version can be cached and compared.
-
-Speed: every message type gets its table at import (JSON key -> field encoder), so a
-call only walks the data; ``json_format`` and per-call descriptor introspection are not
-used. All module state is those read-only
-tables. A `PodPartCache` (one per caller that wants it; the plugin's wire cache holds
-one) lets pods that share their spec or status share those fields' bytes too.
+This module owns the encoding of v1.Pod, v1.Node and v1.NodeList from the shape
+``kubectl get -o yaml`` prints (camelCase keys, RFC 3339 times, quantities as text) to
+the plain protobuf encoding of the ``k8s.io.api.core.v1`` messages that
+``actors.kube.schema`` defines (no ``k8s\0`` envelope, no TypeMeta). Its one user is
+the guest's host functions; the host never decodes these bytes. Encoding is
+deterministic (map entries sorted by key, as Go's marshallers do), unknown keys are
+ignored and logged at debug level, and a value of the wrong type raises
+`KubeCodecError` naming its dotted JSON path. Each message type gets its table at
+import (JSON key -> field encoder), so a call only walks the data; a `PodPartCache`
+lets pods that share their spec or status share those fields' bytes.
+`docs/abi-notes.md` ("The objects a guest reads") has the JSON conventions followed.
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """Our own protobuf schema for the Kubernetes objects a guest receives: Pod, Node, NodeList.
 
-This module owns the *wire schema*: which protobuf messages exist, their field names,
-numbers, types and labels, for the packages ``k8s.io.api.core.v1``,
-``k8s.io.apimachinery.pkg.apis.meta.v1``, ``k8s.io.apimachinery.pkg.api.resource`` and
-``k8s.io.apimachinery.pkg.util.intstr``. Names and numbers follow Kubernetes' public
-``generated.proto`` files (core/v1, meta/v1, resource, intstr); the tables below are
-written from reading those files, covering every message reachable from Pod, Node and
-NodeList. There is no protoc step and no generated ``_pb2`` module: at import the tables
-become ``FileDescriptorProto``s, registered in a private ``DescriptorPool`` (never the
-global default pool, so nothing else in the process can collide with it), and message
-classes come from ``message_factory.GetMessageClass``.
-
-Its one user is the codec (``actors.kube.codec``), which the guest's host functions
-call to hand these bytes to the guest. The JSON side (how a kubectl-shaped
-dict maps onto these messages) is the codec's business; the one JSON fact kept here is
-which fields are Go *embedded* structs (``LABEL EMBED`` below): go-to-protobuf gives them
-a field of their own, while JSON flattens their fields into the parent object.
-
-Everything built here is immutable after import (tuples, frozensets, MappingProxyType);
-the descriptor pool is filled once and never touched again.
+This module owns the *wire schema*: the protobuf messages reachable from Pod, Node and
+NodeList in ``k8s.io.api.core.v1`` and the apimachinery packages it uses, with the field
+names, numbers, types and labels of Kubernetes' public ``generated.proto`` files. There
+is no protoc step: at import the tables become ``FileDescriptorProto``s in a private
+``DescriptorPool`` (never the global one), and message classes come from
+``message_factory.GetMessageClass``. Its one user is the codec (``actors.kube.codec``);
+the one JSON fact kept here is which fields are Go *embedded* structs (``LABEL EMBED``),
+whose fields JSON flattens into the parent. Everything built here is immutable after
+import. `docs/abi-notes.md` ("The objects a guest reads") tells the story.
 """
 
 from __future__ import annotations

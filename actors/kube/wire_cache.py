@@ -14,6 +14,8 @@ What it keeps is bounded by what is live: a pod's bytes go when its cycle ends
 read) once no cycle's pod is left; a caller that knows which nodes are live (the HTTP extender) drops
 the others' bytes with `retain_nodes`. The counts are capped besides (`POD_ENTRIES`,
 `TARGET_POD_ENTRIES`), and the shared spec and status parts by `PodPartCache`'s own bounds.
+
+See `docs/performance.md` ("Why each fast path exists").
 """
 
 from __future__ import annotations

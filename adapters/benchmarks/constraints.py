@@ -16,6 +16,9 @@ cycles running beside it); the figure is the mean cost of a pod of each half, an
 ratio full/without for the plain pods: what a pod without constraints pays for the
 plugins being there (among pods that use them). Nothing here is asserted: these
 machines are shared and noisy.
+
+See `docs/performance.md` ("What the pod-constraint plugins cost pods without
+constraints").
 """
 
 from __future__ import annotations

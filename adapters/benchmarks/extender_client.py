@@ -10,6 +10,8 @@ and by the extender's weight; here the weight is this plugin's score weight in t
 profile). There is no ``filterVerb`` (NodeNumber does not filter) and no
 ``bindVerb`` (the extender runs with ``expect_bind=False``, kube-scheduler binds).
 A failed request is an Error status, as a non-ignorable extender's would be.
+
+See `docs/performance.md` ("How to measure").
 """
 
 from __future__ import annotations

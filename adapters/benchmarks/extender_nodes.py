@@ -9,6 +9,8 @@ and, for the smaller sizes, with whole `v1.NodeList` bodies. Each size's time pe
 node is printed as a ratio to the smallest size's, measured in the same run: a verb
 that is linear in nodes stays near 1.0, a quadratic one grows with the size ratio.
 Nothing here is asserted: these machines are shared and noisy.
+
+See `docs/performance.md` ("The extender over many nodes").
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ of a Filter (the per-node loop runs in wasm) and for one call on its own, the ho
 function round trip, resident memory per idle instance next to its linear memory,
 and plugin load time cold and with the compiled-module cache. Every figure is
 measured in the same run as its baseline; none is asserted anywhere.
+
+See `docs/performance.md` ("How to measure").
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ pod's ``metadata.name`` in the `CycleState` (or "none" when the name does not en
 digit); Score gives 100 to a node whose name ends in that digit and 0 to the others,
 0 everywhere when the pod's name has no digit, and an Error when PreScore did not run
 in this cycle. It reaches the framework through ``registry={NAME: NativeNodeNumber}``.
+
+See `docs/performance.md` ("How to measure").
 """
 
 from __future__ import annotations

@@ -1,32 +1,14 @@
 """`wasm-scheduler bench`: the five variants side by side, the micro-figures, the targets.
 
-This module owns the benchmark run and its report. One run schedules the same
-scheduler_perf-like workload (`adapters.benchmarks.workload`) with five profiles,
-alternating round by round so a slow moment of the machine hits every variant alike:
-
-- ``baseline``: the default plugins only;
-- ``native``: plus NodeNumber as a native Python plugin (`native_nodenumber`);
-- ``wasm``: plus the NodeNumber guest through its actors (`adapters.wasm_plugin`);
-- ``extender``: plus an `ExtenderClient` that calls the same guest behind the HTTP
-  extender (`adapters.extender`, started in this process on loopback, no bind verb),
-  configured as the SIG project's own scheduler_perf comparison configures it:
-  ``nodeCacheCapable: false`` (kube-scheduler's default), so every request carries the
-  feasible nodes as a ``v1.NodeList``;
-- ``extender-names``: the same with ``nodeCacheCapable: true``, node names only: the
-  cheapest configuration a plugin that needs only names can pick.
-
-Both extender variants serve /metrics, as `wasm-scheduler extender` does by default (each
-request and guest call timed for it). With ``compare_metrics`` (``bench --compare-metrics``)
-two more rows run the same behind a second extender started with ``--no-metrics``
-(``extender-no-metrics``, ``extender-names-no-metrics``): the metrics' cost, side by side.
-
-Only the measured pods are timed (`Scheduler.run`: the scheduling loop until the last
-binding cycle ends; loading plugins and starting instances are not in it). Each
-variant's throughput is its best round. Every plugin call is timed through the
-framework's opt-in observer (`Framework.observer`); an extension point's duration for
-a pod is the sum over the point's plugins, and its p50/p99 are over every pod of every
-round. The micro-figures come from `adapters.benchmarks.micro`. `run_bench` returns
-one JSON-ready document, `render_table` shows it; nothing here ever fails on a figure.
+This module owns the benchmark run and its report: the same scheduler_perf-like
+workload (`adapters.benchmarks.workload`) scheduled with the default plugins alone
+(``baseline``), plus NodeNumber as a native plugin (``native``), as the wasm guest
+(``wasm``), and behind the HTTP extender started in this process, with whole nodes
+(``extender``) or node names only (``extender-names``); with ``compare_metrics`` the
+extender variants again without metrics. Variants alternate round by round; only the
+measured pods are timed, every plugin call through `Framework.observer`. `run_bench`
+returns one JSON-ready document and `render_table` shows it; nothing here fails on a
+figure. `docs/performance.md` ("How to measure") explains every figure.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ template to be scheduled and timed. Every name ends in digits, so the NodeNumber
 plugin has something to favour. The objects are the dicts
 `adapters.framework.cluster.cluster_from_objects` accepts (what ``kubectl get
 nodes,pods -o yaml`` prints), the same on every call.
+
+See `docs/performance.md` ("How to measure").
 """
 
 from __future__ import annotations

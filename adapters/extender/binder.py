@@ -10,6 +10,8 @@ at a local endpoint that records the request). Turning those credentials into a 
 The client is an optional dependency (``pip install 'wasm-scheduler[extender]'``): it is
 imported only when a binder is built, and its absence then is one clear `UserError`
 naming the option that asked for the API.
+
+See `docs/extender.md` ("The binding cycle") and `docs/operating.md` for its RBAC.
 """
 
 from __future__ import annotations

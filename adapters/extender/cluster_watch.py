@@ -1,50 +1,14 @@
 """The extender's own view of the cluster, followed from the Kubernetes API by list and watch.
 
 This module owns `ClusterWatch`, the `nodes.NodeSource` of node-cache-capable requests
-when the extender has API credentials and no ``--cluster`` file: kube-scheduler then
-sends node names only (and victim UIDs to preempt), and the objects come from here.
-One daemon thread per resource (Nodes; Pods of every namespace) lists it, then watches
-from the list's resourceVersion, as client-go's reflector does:
-
-- objects are kept as the API serves them, plain JSON dicts (``_preload_content=False``,
-  never the client's model classes): guests read the Kubernetes JSON and protobuf
-  shapes. List items get the ``kind`` and ``apiVersion`` watch events carry.
-- every event moves the resourceVersion on (BOOKMARKs too, ``allowWatchBookmarks``);
-  a watch ends after a bounded ``timeoutSeconds`` (30 to 60 s, at random) and is
-  opened again from where it was;
-- 410 Gone, as an HTTP answer or as an ERROR event, means the version is too old: the
-  resource is listed afresh and the new list replaces the old objects whole (what was
-  deleted meanwhile goes);
-- any other failure (connection refused or cut, a timeout, an HTTP or ERROR status,
-  a malformed answer, a watch that ends at once with no event) restarts the watch
-  from the last version after an exponential backoff (0.5 s doubling to at most 30 s,
-  with jitter, started over after a minute without failure; the first relist after a
-  410 does not wait);
-- only live objects are kept: DELETED events remove them.
-
-Which pods: bound ones that still run, i.e. ``spec.nodeName`` set and phase neither
-Succeeded nor Failed (a server-side field selector, checked again here). Pending pods
-are left out on purpose: the extender reads pods only as preemption victims, which
-are pods on nodes (kube-scheduler sends the pod being scheduled in every verb), and
-pending pods can be many and change often (the scheduler writes their status on every
-attempt), so keeping them would cost memory and churn for nothing read. Terminal pods
-hold no resources and are no victims. A pod that leaves the selector (finishes) is
-DELETED from the watch's point of view, so it goes too.
-
-Readers are request threads: `nodes` and `pods` are consistent snapshots, never
-mutated once handed out. The watcher mutates a private dict under a lock; the first
-read after a change copies it (one copy per read that follows changes, however many
-events came between) and later reads get that copy until the next change.
-
-`synced` is set once the first list of both resources is in (and stays set across
-relists); `wait_synced` waits for it, bounded. `last_sync_age()` is the seconds since
-the staler resource was last confirmed current (a list, an event, a bookmark, or a
-watch that ran to its timeout), `restarts` and `relists` count failures and fresh
-lists, `failing_for()` is how long a list or watch has been failing with no answer from the
-API server since (0 while answered: a quiet cluster's view ages, but is not broken), and
-`stats()` has them all: simple attributes a readiness probe or metrics can read.
-`close()` sets a stop flag and shuts the socket of each open response, so the threads
-end within a couple of seconds even in the middle of a read.
+when the extender has API credentials and no ``--cluster`` file. One daemon thread per
+resource (Nodes; bound, running Pods) lists it, then watches from the list's
+resourceVersion as client-go's reflector does: bounded watches opened again from the
+last version, a fresh list after 410 Gone, an exponential backoff after any other
+failure. Objects are kept as the API serves them (plain JSON dicts); readers get
+consistent snapshots, never mutated once handed out. `docs/extender.md` ("The
+extender's own view of the cluster") tells the story: which pods and why, sync at
+start, and what a readiness probe reads.
 """
 
 from __future__ import annotations
@@ -285,8 +249,26 @@ class _Progress:
 
 
 class ClusterWatch:
-    """A `nodes.NodeSource` that follows Nodes and running bound Pods of the API server (module
-    docstring). Its threads start at once; `close()` stops them."""
+    """A `nodes.NodeSource` that follows Nodes and running bound Pods of the API server.
+
+    Its threads start at once. Pods are those with ``spec.nodeName`` set and a phase
+    neither Succeeded nor Failed (a server-side field selector, checked again here): the
+    extender reads pods only as preemption victims. Every event moves the resourceVersion
+    on (BOOKMARKs too); a watch ends after 30 to 60 s, at random, and is opened again; a
+    410 Gone (an HTTP answer or an ERROR event) lists afresh and the new list replaces the
+    old objects whole; any other failure (a cut connection, a timeout, an error status, a
+    malformed answer, a watch that ends at once) resumes after an exponential backoff
+    (0.5 s doubling to at most 30 s, with jitter, started over after a minute without
+    failure). DELETED events remove objects.
+
+    The watcher mutates a private dict under a lock; the first read after a change copies
+    it, and later reads get that copy until the next change. `synced` is set once the
+    first list of both resources is in (and stays set across relists); `last_sync_age()`
+    is the seconds since the staler resource was last confirmed current, `failing_for()`
+    how long a list or watch has been failing with no answer from the API server,
+    `restarts` and `relists` count failures and fresh lists, and `stats()` has them all.
+    `close()` sets a stop flag and shuts the socket of each open response, so the
+    threads end within a couple of seconds even in the middle of a read."""
 
     def __init__(self, list_watch: ListWatch, *, server: str = "",
                  backoff: BackoffPolicy = BackoffPolicy(),

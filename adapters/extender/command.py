@@ -15,6 +15,8 @@ SIGTERM, then drains (requests in flight get their answers, within `--drain-seco
 and stops every plugin. A second signal cuts the drain short. The signal handler only
 counts the signal (no lock, no I/O: it runs on the main thread, between any two of its
 steps); the main thread polls the count.
+
+See `docs/operating.md` and `docs/reliability.md` for the options.
 """
 
 from __future__ import annotations

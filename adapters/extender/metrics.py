@@ -2,25 +2,11 @@
 
 This module owns every metric the extender exposes at ``/metrics`` (Prometheus text
 format, through `prometheus_client`): its name, type, labels, buckets, and where its
-value comes from. `docs/reliability.md` ("Metrics") has the table.
-
-Nothing here is global: each `ExtenderMetrics` owns its `CollectorRegistry` (one per
-running extender, so tests and benchmarks can run several in one process), and
-`PluginCallMetrics` can be made on its own (`simulate` reads it back as counts and sums).
-
-What is observed where, kept off the hot paths:
-
-- a guest call's duration: `PluginCallMetrics.record` is the `Framework.recorder` hook, fed
-  the duration the framework already measures for its ``plugin.called`` log line (one
-  histogram observation a plugin and extension point, labelled like kube-scheduler's
-  ``scheduler_plugin_execution_duration_seconds``, with its buckets);
-- a request's duration and outcome: `ExtenderMetrics.request_done`, called by the HTTP
-  server once an answer is sent; refusals (401, 400, 404 ...) are counted from its status;
-- everything else is read at scrape time (`_ScrapeCollector`), never counted twice: each
-  plugin's pool from its supervisor (`WasmPlugin.counts()`: instances live, idle and held
-  for binding, started, discarded, traps, cycles refused because the pool was full), the
-  binds from the service (`ExtenderService.bind_counts()`), the node view's age and the
-  watch's restarts from the `ClusterWatch`.
+value comes from. Nothing here is global: each `ExtenderMetrics` owns its
+`CollectorRegistry`, and `PluginCallMetrics` can be made on its own. Nothing is counted
+on a hot path twice: a guest call's duration comes from the `Framework.recorder` hook,
+a request's from the HTTP server once it answered, and everything else (pools, binds,
+the node view) is read at scrape time. `docs/reliability.md` ("Metrics") has the table.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ request lends its guests: the nodes it carries, looked up by name, with the snap
 view (image states) built only if a guest asks for it. For requests that carry whole
 nodes, `LiveNodes` keeps the latest object of each node a live cycle refers to (and no
 other), and `CycleNodes` is what a binding cycle's guests read of them.
+
+See `docs/extender.md` ("The extender's own view of the cluster").
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ prioritize request: hundreds of node objects of several KB each. They are not de
 when the request arrives: msgspec scans the request, each node's JSON is kept as it came
 (`WireNode`) with only its name read, and the node is decoded the first time something
 reads it (a guest asking for it); the filter's answer sends the passing nodes back as
-the bytes that came (docs/performance.md).
+the bytes that came (docs/performance.md). See `docs/extender.md` ("How kube-scheduler calls an extender").
 """
 
 from __future__ import annotations

@@ -1,27 +1,15 @@
 """The HTTP side of the extender: routes, limits, security, and answers that never take it down.
 
 This module owns serving `ExtenderService` over HTTP/1.1 (or HTTPS) with aiohttp's web
-server on one asyncio event loop (a thread of its own): a POST to each verb (`Verbs`:
-the paths kube-scheduler's `filterVerb`, `prioritizeVerb`, `bindVerb` and `preemptVerb`
-name, `filter`, `prioritize`, `bind` and `preempt` by default, under whatever path its
-`urlPrefix` has), GET or HEAD `/healthz`, `/readyz`, `/livez`, and whatever GET routes
-the embedding program adds (`extra_routes`). aiohttp does the HTTP framing, the header
-limits, the keep-alive idle timeout and TLS; this module adds what a client may cost
-the process beyond that (`ServerLimits`: connections at once, the time a request may
-take to arrive, the body size, the threads that run the verbs), who may call the verbs
-(`ServerSecurity`: TLS, client certificates, a bearer token) and the drain on shutdown
-(stop accepting, close idle connections, let requests in flight finish).
-
-The verbs (CPU-bound guest calls that block) run off the event loop, on a bounded
-thread pool (`ServerLimits.workers`); a request beyond it waits in the pool's queue. A
-connection that sends nothing costs the loop a protocol object and a timer, not a
-thread, so silent connections cannot starve real requests below the connection cap.
-
-Malformed JSON, a wrong shape or bad framing is a 400 (aiohttp's own, for framing), a
-body over the size limit a 413, an unknown path a 404, a guest failure in prioritize a
-500 with the service's message; a bug of ours is a 500 with a generic message and an
-error id that the error's log line carries too. None of them stops the server, and
-nothing is printed to stderr except through structlog.
+server on one asyncio event loop in a thread of its own: a POST to each verb (`Verbs`,
+kube-scheduler's ``filterVerb`` ... under any ``urlPrefix``), GET or HEAD `/healthz`,
+`/readyz`, `/livez`, and the GET routes the embedding program adds. It adds to aiohttp
+what a client may cost the process (`ServerLimits`), who may call the verbs
+(`ServerSecurity`: TLS, client certificates, a bearer token) and the drain on shutdown.
+The verbs, which block on guest calls, run on a bounded thread pool. A bad request is a
+4xx, a guest failure in prioritize a 500 with the service's message, a bug of ours a
+500 with an error id; none stops the server. `docs/reliability.md` ("The extender's
+HTTP server", "Threat model of the extender") tells the story.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ re-parses it when that changes. A request never parses: `refresh()` only wakes t
 poller and returns with whatever is loaded. A broken new file keeps the last good
 snapshot and logs one ``extender.snapshot_reload_failed`` warning (the path and the
 one-line reason) per change of the file. `close()` stops and joins the thread.
+
+See `docs/extender.md` ("The extender's own view of the cluster").
 """
 
 from __future__ import annotations

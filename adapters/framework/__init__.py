@@ -18,6 +18,8 @@ side through the same extension points. Modules, one job each:
 - `scheduler`: the scheduling loop and the binding worker pool.
 - `results`: outcomes and explain traces.
 - `simulation`: files in, report out (what ``wasm-scheduler simulate`` runs).
+
+See `docs/framework.md`.
 """
 
 from wasm_scheduler.adapters.framework.cluster import Cluster, cluster_from_objects, load_cluster

@@ -11,6 +11,8 @@ and turns every mistake into a `UserError` naming the file, the object and the f
 Objects of other kinds are skipped with a warning. A large snapshot takes seconds to
 parse: `load_cluster` reports the start and the end of a load to an optional callback
 (`LoadStep`), so a caller can show progress, and logs ``cluster.loaded``.
+
+See `docs/framework.md`.
 """
 
 from __future__ import annotations

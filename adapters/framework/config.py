@@ -7,6 +7,8 @@ defaults the way kube-scheduler's ``mergePlugins`` does, and each plugin's args 
 ``pluginConfig``). Which plugin serves which point is decided later, when plugins
 exist (`adapters.framework.profile`). Every mistake is a `UserError` naming the file,
 the profile and the field.
+
+See `docs/framework.md` ("The plugins `simulate` runs").
 """
 
 from __future__ import annotations

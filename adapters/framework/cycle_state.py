@@ -7,6 +7,8 @@ plugins that asked to be skipped (PreFilter or PreScore returned Skip). Wasm plu
 keep their cycle state in their own instance memory; what they read of it is `handle`,
 the framework handle of this cycle when it is not the plugin's own (the HTTP extender
 gives each request a handle of the nodes that request carries).
+
+See `docs/framework.md` ("What a scheduling attempt does").
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ args, a guest that does not load). Its message is one line naming the file, the
 object and the field; the CLI prints it as ``error: <message>`` and exits with 2.
 Everything else that escapes the framework is a bug. `shown` and `clip` (from
 `registry.errors`) bound the user's values its messages echo.
+
+See `docs/framework.md`.
 """
 
 from __future__ import annotations

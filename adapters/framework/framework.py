@@ -11,6 +11,8 @@ the range and applies weights; Reserve stops at the first failure and Unreserve 
 every Reserve plugin in reverse; Permit collects Wait timeouts; Bind takes the first
 plugin that does not Skip. It also formats the "0/N nodes are available" message.
 The scheduling loop that calls these lives in `adapters.framework.scheduler`.
+
+See `docs/framework.md` ("What a scheduling attempt does").
 """
 
 from __future__ import annotations

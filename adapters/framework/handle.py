@@ -9,6 +9,8 @@ waiting pods themselves (to allow them), the nominator, the snapshot, the snapsh
 `Workloads` (PodTopologySpread's default constraints), a worker pool for parallel
 work, and `evict`, through which preemption deletes its victims (the
 scheduler decides what deleting a pod means in a simulation).
+
+See `docs/framework.md`.
 """
 
 from __future__ import annotations

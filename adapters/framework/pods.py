@@ -6,6 +6,8 @@ of the framework shares: a pod's ``namespace/name`` (`pod_name`, its key) and ui
 priority, scheduler name, node and nomination.
 Pod dicts are never edited: a change (a node name, a nomination) makes a new dict, so
 anything keyed on a dict's identity (the wasm side's encodings) stays right.
+
+See `docs/framework.md`.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ profile must have one QueueSort and at least one Bind plugin. If anything fails,
 every plugin already made is stopped before the `UserError` propagates. The HTTP
 extender places a profile's enabled wasm plugins alone by the same rules
 (`enabled_wasm_plugins`, `profile_framework_of`).
+
+See `docs/framework.md` ("The plugins `simulate` runs").
 """
 
 from __future__ import annotations

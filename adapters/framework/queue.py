@@ -9,6 +9,8 @@ lower-priority pods must not take the room of). A pod is added through its profi
 PreEnqueue plugins (`PreEnqueuePlugin`, SchedulingGates): one that rejects it keeps
 the pod out of the active queue as gated. Backoff timers are not modelled: the
 simulation has no wall clock, a moved pod is retried at once.
+
+See `docs/framework.md` ("What a scheduling attempt does").
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ does not check) and `SimulationReport` with the JSON shape the CLI prints. They 
 plain data; the scheduler fills them in. `reason_counts` counts rejections by plugin
 and reason (`reason_groups`), for the "0/N nodes are available" message and for
 ``--explain`` alike.
+
+See `docs/framework.md` ("`--explain`").
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ waiting for such an event go back to the queue. Preemption victims are evicted h
 (a pending pod of this run that is evicted is recreated, as its controller would).
 A pending pod a PreEnqueue plugin holds back (SchedulingGates) is reported as gated
 and never tried. The result is one `PodOutcome` per pending pod.
+
+See `docs/framework.md` ("What a scheduling attempt does").
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ user's error naming the object, not a trap in a guest), find what of each pendin
 the built-in plugins do not model (`pod_unmodelled`, the one place that decides it),
 warn once about it for the run and put it on each pod's outcome, run a `Scheduler`
 with one `GuestCompiler`, and always shut it down.
+
+See `docs/framework.md` ("What is not modelled").
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ never edited (binding a pod leaves its node dict as it is: images are only those
 node's status.images reports, as in kube-scheduler), so encodings cached by object
 identity stay valid. Nodes are listed in kube-scheduler's
 node-tree order: zones interleaved round-robin.
+
+See `docs/framework.md`.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ every pending plugin allowed the pod, one rejected it, or one plugin's timeout
 passed. Timeouts are deadlines checked whenever the pod is touched, so no timer
 thread exists per pod; a late Allow after a deadline passed changes nothing, as in
 kube-scheduler, where the timer fires first.
+
+See `docs/framework.md` ("What a scheduling attempt does").
 """
 
 from __future__ import annotations

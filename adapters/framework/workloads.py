@@ -6,6 +6,8 @@ listers serve them to PodTopologySpread's default constraints (its
 ``helper.DefaultSelector``): a namespace's Services, and one controller by kind,
 namespace and name. A snapshot without them (``kubectl get nodes,pods``) gives
 `NO_WORKLOADS`. The loader (`adapters.framework.cluster`) checks their shapes.
+
+See `docs/framework.md` ("PodTopologySpread").
 """
 
 from __future__ import annotations

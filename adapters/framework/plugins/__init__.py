@@ -5,6 +5,8 @@ says which of them the default profile enables through ``multiPoint`` with which
 score weights (`DEFAULT_MULTIPOINT`, kube-scheduler's defaults restricted to the
 plugins implemented here). `UPSTREAM_ONLY` names kube-scheduler plugins this
 simulator does not implement, so a configuration naming one gets a precise error.
+
+See `docs/framework.md` ("The plugins `simulate` runs").
 """
 
 from __future__ import annotations

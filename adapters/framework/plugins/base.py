@@ -8,6 +8,8 @@ extension points a subclass overrides as implemented; a subclass may override th
 per-node `filter`/`score` instead of the batched forms (a plugin that overrides only
 `filter_nodes` answers a per-node `filter` through it). `PluginContext` is what a
 plugin factory gets: its name, its args, the framework handle and the profile.
+
+See `docs/framework.md` ("The plugins `simulate` runs").
 """
 
 from __future__ import annotations

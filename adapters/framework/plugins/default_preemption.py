@@ -10,6 +10,8 @@ cannot come back are the victims. Of the candidates, the node whose victims matt
 least wins (lowest highest priority, lowest priority sum, fewest victims, latest
 start). The victims are evicted through the handle and the pod is nominated to the
 node. PodDisruptionBudgets are not modelled.
+
+See `docs/framework.md` ("What a scheduling attempt does").
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ The nodes counted are all the nodes of the cycle's snapshot, not only the feasib
 ones. How many nodes have each image is kept up to date from node to node as the
 snapshot changes (node dicts are replaced, never edited), so a pod costs one pass
 over the snapshot's node list plus one look-up per feasible node and image.
+
+See `docs/framework.md` ("ImageLocality").
 """
 
 from __future__ import annotations

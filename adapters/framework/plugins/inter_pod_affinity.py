@@ -2,30 +2,15 @@
 
 This module owns kube-scheduler's InterPodAffinity plugin (filtering.go, scoring.go,
 plugin.go) and what it needs: label selectors as ``metav1.LabelSelectorAsSelector``
-builds them (validated, matched), a pod's affinity terms parsed once (with
-``matchLabelKeys``/``mismatchLabelKeys`` merged into the label selector as the API server
-does at creation), namespace labels, and the per-cycle state.
-
-PreFilter counts, per topology pair (key, value of a node label), the existing pods whose
-required anti-affinity terms match the incoming pod (`AntiAffinityIndex`: those terms
-grouped by distinct term with their pods' counts per topology pair, kept across cycles and
-updated per node whose NodeInfo changed, so each distinct term is matched once), and
-the existing pods that match the incoming pod's required affinity terms (all of them)
-and anti-affinity terms; it returns Skip when the pod has no required terms and no
-existing pod's anti-affinity matches it. Filter then reads only those counts and the
-node's labels, so each node costs the same whatever the number of pods; AddPod and
-RemovePod update the counts (preemption and nominated pods). PreScore sums the weights of
-matching terms per topology pair (the incoming pod's preferred terms over every pod; the
-existing pods' preferred terms, and their required affinity terms with
-``hardPodAffinityWeight``, over the pods with affinity only: `ScoringIndex`, which
-leaves out required anti-affinity, as it never scores), Score adds a node's pairs
-and NormalizeScore scales min..max to 0..100.
-
-Namespace labels: kube-scheduler reads Namespace objects; a snapshot of ``kubectl get
-nodes,pods`` has none, so every namespace is taken to carry only the label the API
-server puts on each (``kubernetes.io/metadata.name: <name>``). A ``namespaceSelector``
-on that label is exact; one on other labels matches no namespace but through an empty
-selector (`adapters.framework.simulation` reports pods that carry one).
+builds them, a pod's affinity terms parsed once (``matchLabelKeys`` and
+``mismatchLabelKeys`` merged as the API server does), namespace labels, and the
+per-cycle state. PreFilter counts matching pods per topology pair, so Filter reads only
+those counts and the node's labels (`AntiAffinityIndex` keeps the existing pods'
+required anti-affinity terms across cycles, matched once per distinct term); AddPod and
+RemovePod update the counts; PreScore sums the matching terms' weights per topology
+pair (`ScoringIndex`), Score adds a node's pairs and NormalizeScore scales them to
+0..100. `docs/framework.md` ("InterPodAffinity") has the rules and what a snapshot
+without Namespace objects means for ``namespaceSelector``.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ or either side's host IP the wildcard ``0.0.0.0`` (an empty host IP is the wildc
 an empty protocol TCP), with kube-scheduler's reason "node(s) didn't have free ports
 for the requested pod ports". A node's used ports are computed from its pods once
 per version of its pod list, not once per pod scheduled.
+
+See `docs/framework.md` ("NodePorts").
 """
 
 from __future__ import annotations

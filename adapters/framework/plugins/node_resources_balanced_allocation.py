@@ -11,6 +11,8 @@ NodeResourcesFit's scoring), on the node's requested sum. A resource the node do
 not offer (allocatable 0) is left out, and so is an extended resource the pod does
 not request. A pod that requests none of the resources (best effort) is not scored
 at all: PreScore answers Skip. Its weight in the default profile is 1.
+
+See `docs/framework.md` ("NodeResourcesBalancedAllocation").
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ when a pending pod is added to the queue, it answers UnschedulableAndUnresolvabl
 pod back as gated instead of scheduling it (`adapters.framework.queue`). A pod's gates
 can only be removed by an update, which a simulation of a snapshot never sees: a gated
 pod stays gated, so the plugin registers for no cluster event.
+
+See `docs/framework.md` ("SchedulingGates").
 """
 
 from __future__ import annotations
