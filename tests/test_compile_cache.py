@@ -135,13 +135,12 @@ _RACER = textwrap.dedent("""
 
     folder, examples, ready, go = (Path(a) for a in sys.argv[1:5])
     config = PluginConfig.from_args("NodeNumber", {"guestURL": "nodenumber/nodenumber.wasm"}, base_dir=examples)
-    compiler = GuestCompiler(cache_dir=folder)
-    ready.touch()
-    deadline = time.monotonic() + 60
-    while not go.exists() and time.monotonic() < deadline:
-        time.sleep(0.001)
-    print(compiler.load(config).origin)
-    compiler.close()
+    with GuestCompiler(cache_dir=folder) as compiler:
+        ready.touch()
+        deadline = time.monotonic() + 60
+        while not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        print(compiler.load(config).origin)
 """)
 
 

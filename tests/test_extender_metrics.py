@@ -159,18 +159,14 @@ class RecordingBinder:
 @pytest.fixture
 def served(compiler: GuestCompiler) -> Iterator[tuple[ExtenderService, ExtenderMetrics, RecordingBinder]]:
     pool = PoolConfig(max_instances=2)
-    checker = WasmPlugin.load(PluginConfig("checker", str(GUESTS / "checker.wat"), pool=pool), compiler)
     cache = NodeCache(lambda: ([node(n) for n in ("node-1", "node-2", "xnode")], []))
     cache.refresh()
     binder = RecordingBinder()
-    service = ExtenderService([WeightedPlugin(checker)], cache, binder)
-    metrics = ExtenderMetrics([checker], service)
-    metrics.calls.attach(profile.framework for profile in service.profiles.values())
-    try:
+    with (WasmPlugin.load(PluginConfig("checker", str(GUESTS / "checker.wat"), pool=pool), compiler) as checker,
+          ExtenderService([WeightedPlugin(checker)], cache, binder) as service):
+        metrics = ExtenderMetrics([checker], service)
+        metrics.calls.attach(profile.framework for profile in service.profiles.values())
         yield service, metrics, binder
-    finally:
-        service.close()
-        checker.close()
 
 
 def filter_args(name: str, nodes: list[str]) -> protocol.ExtenderArgs:

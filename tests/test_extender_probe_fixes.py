@@ -153,9 +153,8 @@ def test_each_profile_serves_exactly_the_wasm_plugins_it_enables(profiles: list[
 
 def test_pods_are_served_by_their_profile_and_other_pods_pass_through(profiles: list[ServedProfile]) -> None:
     binder = RecordingBinder()
-    service = ExtenderService(profiles, binder=binder)
     names = ["node-1", "node-2", "node-3", "node-4"]
-    try:
+    with ExtenderService(profiles, binder=binder) as service:
         mine, theirs, stranger = pod("w", "wasm-scheduler"), pod("d"), pod("s", "someone-else")
         assert service.filter(whole(mine, names))["Nodes"]["items"] == [node("node-2"), node("node-4")]
         # Parity alone scores (Checker is disabled at score): digit * 10 at weight 3 -> the digit.
@@ -177,8 +176,6 @@ def test_pods_are_served_by_their_profile_and_other_pods_pass_through(profiles: 
         # The score-only profile's Parity has no filter: its pods' odd nodes pass.
         only = pod("o", "score-only")
         assert service.filter(whole(only, names))["Nodes"]["items"] == [node(n) for n in names]
-    finally:
-        service.close()
 
 
 def test_the_extender_refuses_a_configuration_whose_profiles_enable_no_wasm_plugin(tmp_path: Path, capsys) -> None:
@@ -204,10 +201,9 @@ def plugins(compiler: GuestCompiler) -> Iterator[list[WasmPlugin]]:
 def test_what_the_service_keeps_is_bounded_by_the_pods_in_flight(plugins: list[WasmPlugin]) -> None:
     now = [0.0]
     binder = RecordingBinder()
-    service = ExtenderService([WeightedPlugin(p) for p in plugins], binder=binder, bind_timeout_s=30.0,
-                              clock=lambda: now[0])
     empty = Footprint(held=0, binding=0, passed_through=0, slot=0, live_nodes=0)
-    try:
+    with ExtenderService([WeightedPlugin(p) for p in plugins], binder=binder, bind_timeout_s=30.0,
+                         clock=lambda: now[0]) as service:
         for soak in range(3):  # every round brings new node names (the probe sent 50,000)
             names = [f"r{soak}-node-{i}" for i in range(400)]
             pods = [pod(f"r{soak}-p{i}", note="x" * 4096) for i in range(20)]
@@ -227,14 +223,11 @@ def test_what_the_service_keeps_is_bounded_by_the_pods_in_flight(plugins: list[W
             assert service.footprint() == empty, soak
             # The plugins keep no pod's bytes, and no node's, once the pods are gone.
             assert [p.wire_cache.sizes() for p in plugins] == [(0, 0, 0), (0, 0, 0)], soak
-    finally:
-        service.close()
 
 
 def test_a_cycle_left_in_the_slot_is_given_up_after_the_bind_timeout(plugins: list[WasmPlugin]) -> None:
     now = [0.0]
-    service = ExtenderService([WeightedPlugin(p) for p in plugins], bind_timeout_s=30.0, clock=lambda: now[0])
-    try:
+    with ExtenderService([WeightedPlugin(p) for p in plugins], bind_timeout_s=30.0, clock=lambda: now[0]) as service:
         lonely = pod("lonely")
         assert service.filter(whole(lonely, ["node-1", "node-3"]))["Nodes"]["items"] == []  # no node: not held
         assert service.footprint().slot == 1 and service.footprint().live_nodes == 2  # a preempt may follow
@@ -242,8 +235,6 @@ def test_a_cycle_left_in_the_slot_is_given_up_after_the_bind_timeout(plugins: li
         service.reclaim_expired()
         assert service.footprint() == Footprint(0, 0, 0, 0, 0)
         assert all(p.counts().balanced for p in plugins)
-    finally:
-        service.close()
 
 
 def test_the_wire_cache_forgets_a_pod_when_its_cycle_ends_and_nodes_no_longer_live() -> None:
@@ -282,8 +273,7 @@ def test_an_instance_remembers_no_more_node_names_than_its_recent_batches(compil
 def test_a_node_the_node_view_lacks_gets_one_answer_in_every_verb(plugins: list[WasmPlugin]) -> None:
     cache = NodeCache(lambda: ([node("node-2"), node("node-4")], []))
     cache.refresh()
-    service = ExtenderService([WeightedPlugin(plugins[0])], cache)
-    try:
+    with ExtenderService([WeightedPlugin(plugins[0])], cache) as service:
         p = pod("p")
         result = service.filter(by_name(p, ["node-2", "ghost-2"]))
         assert result["NodeNames"] == ["node-2"]
@@ -297,8 +287,6 @@ def test_a_node_the_node_view_lacks_gets_one_answer_in_every_verb(plugins: list[
         args = protocol.PreemptionArgs.decode({"Pod": q, "NodeNameToMetaVictims": {
             "ghost-2": {"Pods": [{"UID": "v1"}]}, "node-4": {"Pods": [{"UID": "v2"}]}}})
         assert list(service.preempt(args)["NodeNameToMetaVictims"]) == ["node-4"]
-    finally:
-        service.close()
 
 
 # 4. keep-alive --------------------------------------------------------------------------------

@@ -25,15 +25,14 @@ POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}}
 
 @pytest.fixture(params=[True, False], ids=["fast", "public"])
 def instance_factory(request: pytest.FixtureRequest):
-    compiler = GuestCompiler(fast_calls=request.param)
-    guest = compiler.compile("probe", "probe.wat", (GUESTS / "probe.wat").read_bytes())
+    with GuestCompiler(fast_calls=request.param) as compiler:
+        guest = compiler.compile("probe", "probe.wat", (GUESTS / "probe.wat").read_bytes())
 
-    def make(timeout_ms: int = 1000) -> GuestInstance:
-        return GuestInstance(guest, PluginConfig("probe", "probe.wat",
-                                                 limits=LimitsConfig(call_timeout_ms=timeout_ms)), "probe-1")
+        def make(timeout_ms: int = 1000) -> GuestInstance:
+            return GuestInstance(guest, PluginConfig("probe", "probe.wat",
+                                                     limits=LimitsConfig(call_timeout_ms=timeout_ms)), "probe-1")
 
-    yield make
-    compiler.close()
+        yield make
 
 
 def test_fast_path_is_available_with_the_pinned_wasmtime() -> None:

@@ -35,9 +35,8 @@ MINIMAL = b'(module (memory (export "memory") 1) (func (export "filter") (result
 @pytest.fixture
 def fresh() -> Iterator[GuestCompiler]:
     """A compiler of its own, so what it compiled before is known."""
-    compiler = GuestCompiler()
-    yield compiler
-    compiler.close()
+    with GuestCompiler() as compiler:
+        yield compiler
 
 
 def load_error(excinfo: pytest.ExceptionInfo[GuestLoadError]) -> str:

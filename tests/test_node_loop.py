@@ -86,9 +86,8 @@ NAMELESS_GUEST = """
 
 @pytest.fixture(params=[True, False], ids=["fast", "public"])
 def compiler(request: pytest.FixtureRequest) -> Iterator[GuestCompiler]:
-    compiler = GuestCompiler(fast_calls=request.param)
-    yield compiler
-    compiler.close()
+    with GuestCompiler(fast_calls=request.param) as compiler:
+        yield compiler
 
 
 @pytest.fixture
