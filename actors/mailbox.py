@@ -8,8 +8,8 @@ in Python. Here, through the hooks Pykka gives every actor class, the inbox is a
 by `set`, so a waiter sleeps in one C-level acquire. Semantics are Pykka's: `get`
 returns the value or raises what was set, raises `pykka.Timeout` when time runs out and
 can be called again; a second `set` raises `queue.Full`. `docs/performance.md` ("Why
-each fast path exists") has the figures. A message that is asked says what it answers: an `Ask[R]`, and `ask` gives its answer
-typed as `R`.
+each fast path exists") has the figures. A message that is asked says what it
+answers: an `Ask[R]`, and `ask` gives its answer typed as `R`.
 """
 
 from __future__ import annotations

@@ -148,22 +148,18 @@ def measure(guests: dict[str, Path], workload: Workload, rounds: int,
     """Every guest and the baseline once per round, alternating; each one's best round."""
     cluster_docs = documents(workload)
     best_total: dict[str, tuple[float, int, CallTimes]] = {}
-    compiler = GuestCompiler()
-    try:
-        with timed_calls() as times:
-            # A first tiny run per guest: compiling it is not part of the figure.
-            warm = documents(Workload(nodes=4, init_pods=0, pods=2))
-            for path in guests.values():
-                _run(path, warm, compiler, times)
-            runs: list[tuple[str, Path | None]] = [(BASELINE, None), *guests.items()]
-            for round_number in range(rounds):
-                for name, guest in runs:
-                    progress(f"round {round_number + 1}/{rounds}: {name}")
-                    result = _run(guest, cluster_docs, compiler, times)
-                    if name not in best_total or result[0] < best_total[name][0]:
-                        best_total[name] = result
-    finally:
-        compiler.close()
+    with GuestCompiler() as compiler, timed_calls() as times:
+        # A first tiny run per guest: compiling it is not part of the figure.
+        warm = documents(Workload(nodes=4, init_pods=0, pods=2))
+        for path in guests.values():
+            _run(path, warm, compiler, times)
+        runs: list[tuple[str, Path | None]] = [(BASELINE, None), *guests.items()]
+        for round_number in range(rounds):
+            for name, guest in runs:
+                progress(f"round {round_number + 1}/{rounds}: {name}")
+                result = _run(guest, cluster_docs, compiler, times)
+                if name not in best_total or result[0] < best_total[name][0]:
+                    best_total[name] = result
     base_cpu, base_pods, _ = best_total[BASELINE]
     base_ms = base_cpu / max(base_pods, 1) * 1000
     costs = [GuestCost(BASELINE, base_pods, round(base_ms, 4), 0.0, 0.0, 0.0, 0.0, {}, {})]
