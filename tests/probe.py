@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wasm_scheduler.actors.guest_instance import GuestInstance
-from wasm_scheduler.actors.handle import FrameworkHandle, KubeObject
 from wasm_scheduler.framework_api import FilterResult, NodeScore, Status
+from wasm_scheduler.vocabulary import FrameworkHandle, KubeObject
 
 STATUS = 0x10
 HIGH = 0x14
