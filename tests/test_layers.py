@@ -21,11 +21,10 @@ LAYERS = ("actors", "registry", "adapters", "examples")
 
 
 def _sources() -> dict[str, Path]:
-    """Module name -> file, for every module of the package (through its real folders)."""
+    """Module name -> file, for every module of the package (its folders: package-dir in pyproject.toml)."""
     modules: dict[str, Path] = {}
     for path in sorted((ROOT / PACKAGE).glob("*.py")):
-        if not path.is_symlink():
-            modules[_name(path.relative_to(ROOT))] = path
+        modules[_name(path.relative_to(ROOT))] = path
     for layer in LAYERS:
         for path in sorted((ROOT / layer).rglob("*.py")):
             modules[_name(Path(PACKAGE) / path.relative_to(ROOT))] = path

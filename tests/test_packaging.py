@@ -1,17 +1,22 @@
-"""The wheel: one import package `wasm_scheduler` with its data, and a lazily imported public API.
+"""The distributions, and one path per module.
 
-The wheel is built from a snapshot of the checkout (links kept as links, so setuptools has to
-follow `wasm_scheduler/actors -> ../actors` and the others) with the build backend of the
-running environment, without build isolation: no network is needed.
+The package's parts are the checkout's top-level folders, which `package-dir` in
+pyproject.toml maps beneath `wasm_scheduler` (`actors/` is `wasm_scheduler.actors`):
+no symbolic link is committed and every package is listed. The wheel holds one import
+package `wasm_scheduler` with its data, and a lazily imported public API. It is built
+from a snapshot of the checkout with the build backend of the running environment,
+without build isolation: no network is needed.
 """
 
 from __future__ import annotations
 
 import configparser
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from importlib.metadata import version
 from pathlib import Path
@@ -24,6 +29,55 @@ EMBEDDED_DEFAULT = ("scheduler-config.yaml", "cluster.yaml", "nodenumber/nodenum
 SNAPSHOT_SKIPS = shutil.ignore_patterns(
     ".git", ".*_cache", ".hypothesis", ".benchmarks", "*.egg-info", "build", "dist", "tests", "__pycache__", "*.pyc",
 )
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+#: The source tree's folders and files beside the package's (the checks walk them).
+SDIST_FOLDERS = ("wasm_scheduler", *PARTS, "tests", "docs", ".ci")
+SDIST_FILES = ("README.md", "CHANGELOG.md", "LICENSE", "MANIFEST.in", "pyproject.toml")
+CACHES = shutil.ignore_patterns(".*_cache", ".hypothesis", ".benchmarks", ".e2e-artifacts", "__pycache__", "*.pyc")
+
+
+# --- one path per module ----------------------------------------------------------------------------------------
+
+
+def _tree(top: Path) -> list[Path]:
+    """Every file and folder under `top`, links not followed, caches left out."""
+    found: list[Path] = []
+    for here, dirs, files in os.walk(top):
+        dirs[:] = sorted(set(dirs) - set(CACHES(here, dirs)))
+        found.extend(Path(here) / name for name in [*dirs, *sorted(set(files) - set(CACHES(here, files)))])
+    return found
+
+
+def test_no_symbolic_link_is_in_the_tree() -> None:
+    """A link breaks in a clone without links (core.symlinks=false) and is left out of an sdist."""
+    links = [path for folder in SDIST_FOLDERS for path in _tree(ROOT / folder) if path.is_symlink()]
+    links += [ROOT / name for name in (*SDIST_FOLDERS, *SDIST_FILES) if (ROOT / name).is_symlink()]
+    assert links == []
+    # What a clone without links made of the links that once were here: 9-byte text files.
+    assert [part for part in PARTS if os.path.lexists(ROOT / "wasm_scheduler" / part)] == []
+
+
+def test_no_symbolic_link_is_committed() -> None:
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout (an sdist, say): test_no_symbolic_link_is_in_the_tree walks it")
+    done = subprocess.run(["git", "-c", f"safe.directory={ROOT}", "ls-files", "-s"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [line.split("\t", 1)[1] for line in done.stdout.splitlines() if line.startswith("120000 ")] == []
+
+
+def test_every_package_is_listed_and_mapped_to_its_folder() -> None:
+    setuptools = PYPROJECT["tool"]["setuptools"]
+    assert setuptools["package-dir"] == {f"wasm_scheduler.{part}": part for part in PARTS}
+    found = {"wasm_scheduler"} | {
+        ".".join(("wasm_scheduler", *init.parent.relative_to(ROOT).parts))
+        for part in PARTS for init in (ROOT / part).rglob("__init__.py")
+    }
+    assert sorted(setuptools["packages"]) == sorted(found), "list every package in pyproject.toml"
+    assert sorted((ROOT / "wasm_scheduler").rglob("__init__.py")) == [ROOT / "wasm_scheduler" / "__init__.py"]
+
+
+# --- the wheel --------------------------------------------------------------------------------------------------
 
 
 class Wheel:
@@ -47,7 +101,6 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Wheel:
     work = tmp_path_factory.mktemp("wheel")
     source = work / "src"
     shutil.copytree(ROOT, source, symlinks=True, ignore=SNAPSHOT_SKIPS)
-    assert (source / "wasm_scheduler" / "actors").is_symlink()
     out = work / "dist"
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",

@@ -378,8 +378,10 @@ def test_the_sdist_carries_the_license(tmp_path: Path) -> None:
     source.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         (source / name).write_bytes((ROOT / name).read_bytes())
-    (source / "wasm_scheduler").mkdir()
-    (source / "wasm_scheduler" / "__init__.py").write_text("")
+    import shutil
+
+    for folder in ("wasm_scheduler", "actors", "adapters", "registry", "examples"):  # pyproject.toml's packages
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     done = subprocess.run([sys.executable, "-c", "import setuptools.build_meta as b; print(b.build_sdist('out'))"],
                           cwd=source, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -35,7 +35,7 @@ from wasm_scheduler.vocabulary import EmptyHandle
 
 ROOT = Path(__file__).resolve().parents[1]
 OWNER = ROOT / "actors" / "wasmtime_internals.py"
-#: The package's real folders (wasm_scheduler/ links the others in: its links are skipped).
+#: The package's folders (pyproject.toml maps the first four beneath wasm_scheduler).
 FOLDERS = ("actors", "adapters", "registry", "examples", "wasm_scheduler")
 NODENUMBER = EXAMPLES / "nodenumber" / "nodenumber.wasm"
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}}
@@ -48,16 +48,13 @@ def _private(name: str) -> bool:
 
 
 def _package_sources() -> list[Path]:
-    """Every .py file of the package, each once, through its real folder."""
-    seen: dict[Path, Path] = {}
+    """Every .py file of the package, each once."""
+    found: list[Path] = []
     for folder in FOLDERS:
-        for here, dirs, files in os.walk(ROOT / folder):  # links to folders are not followed
+        for here, dirs, files in os.walk(ROOT / folder):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                path = Path(here) / name
-                if name.endswith(".py") and not path.is_symlink():
-                    seen.setdefault(path.resolve(), path)
-    return sorted(seen.values())
+            found.extend(Path(here) / name for name in sorted(files) if name.endswith(".py"))
+    return sorted(found)
 
 
 def _private_names_defined(trees: Iterable[ast.AST]) -> set[str]:

@@ -1,8 +1,8 @@
 """wasm-scheduler: run Kubernetes scheduler plugins compiled to WebAssembly from Python.
 
 This package owns the project's one import name and its small public API. Its parts
-are the checkout's top-level folders, linked here (`wasm_scheduler/actors` is a link to
-`../actors`, and so on) and copied beneath it in a wheel:
+are the checkout's top-level folders, mapped beneath it by pyproject.toml (`actors/` is
+`wasm_scheduler.actors`, and so on; a wheel holds copies beneath it):
 `wasm_scheduler.actors` (guest instances and the supervisor), `wasm_scheduler.registry`
 (plugin configuration, fetching and compiling guests), `wasm_scheduler.adapters` (the
 plugin facade, the in-process scheduling framework, the extender, the CLI) and
