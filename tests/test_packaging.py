@@ -2,15 +2,17 @@
 
 The package's parts are the checkout's top-level folders, which `package-dir` in
 pyproject.toml maps beneath `wasm_scheduler` (`actors/` is `wasm_scheduler.actors`):
-no symbolic link is committed and every package is listed. The wheel holds one import
-package `wasm_scheduler` with its data, and a lazily imported public API. It is built
-from a snapshot of the checkout with the build backend of the running environment,
-without build isolation: no network is needed.
+no symbolic link is committed, every package is listed, and the type check sees each
+module once under its import name. The wheel holds one import package `wasm_scheduler`
+with its data, and a lazily imported public API. It is built from a snapshot of the
+checkout with the build backend of the running environment, without build isolation:
+no network is needed.
 """
 
 from __future__ import annotations
 
 import configparser
+import importlib.util
 import json
 import os
 import shutil
@@ -20,6 +22,7 @@ import tomllib
 import zipfile
 from importlib.metadata import version
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -75,6 +78,29 @@ def test_every_package_is_listed_and_mapped_to_its_folder() -> None:
     }
     assert sorted(setuptools["packages"]) == sorted(found), "list every package in pyproject.toml"
     assert sorted((ROOT / "wasm_scheduler").rglob("__init__.py")) == [ROOT / "wasm_scheduler" / "__init__.py"]
+
+
+def _typecheck() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("typecheck", ROOT / ".ci" / "typecheck.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_type_check_sees_every_module_once_under_its_import_name() -> None:
+    modules: dict[str, Path] = _typecheck().modules(ROOT)
+    files = sorted(path for top in ("wasm_scheduler", *PARTS) for path in (ROOT / top).rglob("*.py"))
+    assert sorted(modules.values()) == files
+    for name, path in modules.items():
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        assert name == ".".join(parts if parts[0] == "wasm_scheduler" else ["wasm_scheduler", *parts]), path
+    assert modules["wasm_scheduler.actors.kube.wire_cache"] == ROOT / "actors" / "kube" / "wire_cache.py"
+    # A part mypy cannot find must be an error, not a silent Any.
+    assert {"module": ["wasm_scheduler", "wasm_scheduler.*"], "ignore_missing_imports": False} in (
+        PYPROJECT["tool"]["mypy"]["overrides"])
 
 
 # --- the wheel --------------------------------------------------------------------------------------------------
