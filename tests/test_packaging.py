@@ -4,7 +4,8 @@ The package's parts are the checkout's top-level folders, which `package-dir` in
 pyproject.toml maps beneath `wasm_scheduler` (`actors/` is `wasm_scheduler.actors`):
 no symbolic link is committed, every package is listed, and the type check sees each
 module once under its import name. The wheel holds one import package `wasm_scheduler`
-with its data, and a lazily imported public API. It is built from a snapshot of the
+with its data, and a lazily imported public API; the sdist carries the tests (guests,
+data, end-to-end sources), the documents and CI. Both are built from a snapshot of the
 checkout with the build backend of the running environment, without build isolation:
 no network is needed.
 """
@@ -18,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
 import zipfile
 from importlib.metadata import version
@@ -33,7 +35,7 @@ SNAPSHOT_SKIPS = shutil.ignore_patterns(
     ".git", ".*_cache", ".hypothesis", ".benchmarks", "*.egg-info", "build", "dist", "tests", "__pycache__", "*.pyc",
 )
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-#: The source tree's folders and files beside the package's (the checks walk them).
+#: What the sdist carries (MANIFEST.in): the package's folders, and these.
 SDIST_FOLDERS = ("wasm_scheduler", *PARTS, "tests", "docs", ".ci")
 SDIST_FILES = ("README.md", "CHANGELOG.md", "LICENSE", "MANIFEST.in", "pyproject.toml")
 CACHES = shutil.ignore_patterns(".*_cache", ".hypothesis", ".benchmarks", ".e2e-artifacts", "__pycache__", "*.pyc")
@@ -101,6 +103,42 @@ def test_the_type_check_sees_every_module_once_under_its_import_name() -> None:
     # A part mypy cannot find must be an error, not a silent Any.
     assert {"module": ["wasm_scheduler", "wasm_scheduler.*"], "ignore_missing_imports": False} in (
         PYPROJECT["tool"]["mypy"]["overrides"])
+
+
+# --- the sdist ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sdist(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, tarfile.TarInfo]]:
+    """The snapshot the sdist is built from, and the sdist's members (without their top folder)."""
+    work = tmp_path_factory.mktemp("sdist")
+    source = work / "src"
+    for folder in SDIST_FOLDERS:
+        shutil.copytree(ROOT / folder, source / folder, symlinks=True, ignore=CACHES)
+    for name in SDIST_FILES:
+        shutil.copy2(ROOT / name, source / name)
+    done = subprocess.run([sys.executable, "-c", "import setuptools.build_meta as b; print(b.build_sdist('out'))"],
+                          cwd=source, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with tarfile.open(source / "out" / done.stdout.strip().splitlines()[-1]) as archive:
+        members = archive.getmembers()
+    top = f"wasm_scheduler-{PYPROJECT['project']['version']}"
+    assert all(member.name.split("/", 1)[0] == top for member in members), [member.name for member in members]
+    return source, {member.name.removeprefix(f"{top}/"): member for member in members if member.name != top}
+
+
+def test_the_sdist_carries_the_tests_the_docs_and_ci(sdist: tuple[Path, dict[str, tarfile.TarInfo]]) -> None:
+    source, members = sdist
+    files = {path.relative_to(source).as_posix() for folder in SDIST_FOLDERS for path in _tree(source / folder)
+             if path.is_file()} | set(SDIST_FILES)
+    missing = files - set(members)
+    assert not missing, f"missing from the sdist (MANIFEST.in): {sorted(missing)}"
+    for name in ("tests/e2e/go.mod", "tests/e2e/cmd/kube-scheduler/main.go", "tests/guests/probe.wat",
+                 "tests/data/pod-real.yaml", "docs/packaging.md", "examples/kubernetes/Dockerfile", ".ci/run"):
+        assert name in members, name
+    assert members["LICENSE"].size == (ROOT / "LICENSE").stat().st_size
+    assert members["tests/e2e/build.sh"].mode & 0o111, "build.sh lost its executable bit"
+    assert not [name for name in members if "__pycache__" in name or name.endswith(".pyc")]
 
 
 # --- the wheel --------------------------------------------------------------------------------------------------
