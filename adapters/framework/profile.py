@@ -30,6 +30,7 @@ from wasm_scheduler.adapters.framework.errors import UserError
 from wasm_scheduler.adapters.framework.framework import Framework, NodeT
 from wasm_scheduler.adapters.framework.handle import SchedulerHandle
 from wasm_scheduler.adapters.framework.plugins import IN_TREE, UPSTREAM_ONLY, Plugin, PluginContext, PluginFactory
+from wasm_scheduler.adapters.framework.plugins.default_binder import DefaultBinder
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
 from wasm_scheduler.framework_api import CONFIG_POINTS
@@ -98,8 +99,15 @@ def _place(framework: Framework[Any], profile: ProfileConfig, partial: bool = Fa
     multi = profile.plugins["multiPoint"]
     for config_point, point in CONFIG_POINTS.items():
         pset = profile.plugins[config_point]
+        # A partial framework's Bind: an in-tree binder placed before a wasm plugin binds every
+        # pod first (DefaultBinder never skips), so kube-scheduler would never call that wasm
+        # plugin's Bind; its place is kept here to cut the list there (below).
+        binders = IN_TREE_BINDERS if partial and point == "bind" else frozenset()
         explicit: list[str] = []
         for ref in pset.enabled:
+            if ref.name in binders:
+                explicit.append(ref.name)
+                continue
             if partial and ref.name not in plugins:
                 continue
             if not plugins[ref.name].implements(point):
@@ -113,7 +121,8 @@ def _place(framework: Framework[Any], profile: ProfileConfig, partial: bool = Fa
             overrides: list[str] = []
             from_multi: list[str] = []
             for ref in multi.enabled:
-                if ref.name not in plugins or ref.name in pset.disabled or not plugins[ref.name].implements(point):
+                if ref.name in pset.disabled or (ref.name not in binders and (
+                        ref.name not in plugins or not plugins[ref.name].implements(point))):
                     continue
                 if ref.name in explicit:
                     overrides.append(ref.name)
@@ -122,6 +131,8 @@ def _place(framework: Framework[Any], profile: ProfileConfig, partial: bool = Fa
                     raise UserError(f"{profile.where}: {ref.where}.name: plugin {ref.name!r} is enabled twice")
                 from_multi.append(ref.name)
             order = overrides + from_multi + [n for n in explicit if n not in overrides]
+        if binders:
+            order = order[:next((i for i, name in enumerate(order) if name in binders), len(order))]
         framework.points[point] = [plugins[n] for n in order]
     _derive_points(framework)
     for ref in (*profile.plugins["score"].enabled, *multi.enabled):
@@ -136,6 +147,10 @@ def _place(framework: Framework[Any], profile: ProfileConfig, partial: bool = Fa
                         f"{len(framework.points['queue_sort'])} ({', '.join(framework.names('queue_sort'))})")
     if not framework.points["bind"]:
         raise UserError(f"{profile.where}: plugins: at least one bind plugin is needed")
+
+
+#: The in-tree plugins that bind (and never skip a pod).
+IN_TREE_BINDERS = frozenset({DefaultBinder.NAME})
 
 
 def enabled_wasm_plugins(profile: ProfileConfig) -> list[PluginRef]:
