@@ -87,3 +87,26 @@ def test_what_msgspec_will_not_scan_takes_the_full_decoder(body: bytes, fragment
         return
     with pytest.raises(ProtocolError, match=fragment):
         ExtenderArgs.from_json(body)
+
+
+@pytest.mark.parametrize("body", [
+    b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": ["n\xff"]}',
+    b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [{"metadata": {"name": "n"}, "x": "\xc3"}]}}',
+])
+def test_a_body_that_is_not_utf8_is_a_protocol_error(body: bytes) -> None:
+    """Found before anything is decoded, even inside a node that would be read later."""
+    with pytest.raises(ProtocolError, match="malformed JSON"):
+        ExtenderArgs.from_json(body)
+
+
+def test_names_with_a_null_nodes_field_as_kube_scheduler_sends_them() -> None:
+    args = ExtenderArgs.from_json(b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": null, "NodeNames": ["a", "b"]}')
+    assert args.nodes is None and args.node_names == ["a", "b"]
+
+
+@pytest.mark.parametrize("items", [{}, 0, False, ""])
+def test_items_that_are_not_a_list_are_refused_by_both_decoders(items: Any) -> None:
+    fields = {"Pod": POD, "Nodes": {"items": items}}
+    for decode in (lambda: ExtenderArgs.from_json(_body(**fields)), lambda: ExtenderArgs.decode(fields)):
+        with pytest.raises(ProtocolError, match="Nodes.items: expected a list of nodes"):
+            decode()

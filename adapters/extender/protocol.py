@@ -85,6 +85,7 @@ class _NodeHead(msgspec.Struct):
 
 
 _OBJECT_OF_RAW = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_OPTIONAL_OBJECT_OF_RAW = msgspec.json.Decoder(dict[str, msgspec.Raw] | None)
 _LIST_OF_RAW = msgspec.json.Decoder(list[msgspec.Raw] | None)
 _NODE_HEAD = msgspec.json.Decoder(_NodeHead)
 _LIST_OF_HEADS = msgspec.json.Decoder(list[_NodeHead] | None)
@@ -177,7 +178,8 @@ class ExtenderArgs:
         node_list = _object(_field(body, "Nodes"), "Nodes", required=False)
         names_value = _field(body, "NodeNames")
         if node_list is not None:
-            items = node_list.get("items") or []
+            items = node_list.get("items")
+            items = [] if items is None else items
             if not isinstance(items, list):
                 raise ProtocolError("Nodes.items: expected a list of nodes")
             nodes: list[Mapping[str, Any]] = []
@@ -198,9 +200,13 @@ class ExtenderArgs:
         """Decode a request's bytes; whole nodes become `WireNode`s (read when used). A
         request msgspec will not scan takes the full decoder, which names what is wrong."""
         try:
+            body.decode("utf-8")  # msgspec's scan does not check what it skips
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(f"malformed JSON: {exc}") from None
+        try:
             fields = _OBJECT_OF_RAW.decode(body)
-            nodes_raw = _field(fields, "Nodes")
-            node_list = _OBJECT_OF_RAW.decode(nodes_raw) if nodes_raw is not None else None
+            nodes_raw = _field(fields, "Nodes")  # kube-scheduler sends "Nodes": null with names
+            node_list = _OPTIONAL_OBJECT_OF_RAW.decode(nodes_raw) if nodes_raw is not None else None
         except msgspec.MsgspecError:
             return cls.decode(parse_json(body))
         if node_list is None:
