@@ -29,9 +29,9 @@ from wasm_scheduler.actors.guest_memory import GuestFault, GuestMemory
 from wasm_scheduler.actors.kube.codec import encode_pod
 from wasm_scheduler.actors.kube.wire_cache import WireCache
 from wasm_scheduler.framework_api import ClusterEvent, Phase
-from wasm_scheduler.logger import enabled, get_logger
+from wasm_scheduler.logger import enabled, get_logger, logging_configured
 from wasm_scheduler.registry.guest_abi import HOST_IMPORTS, Export
-from wasm_scheduler.vocabulary import FrameworkHandle, KubeObject, pod_name
+from wasm_scheduler.vocabulary import FrameworkHandle, KubeObject, pod_name, pod_uid
 
 #: Largest result a guest may hand over in one call (a node-name list, a score map...).
 MAX_RESULT_BYTES = 16 * 1024 * 1024
@@ -77,7 +77,7 @@ class CallContext:
         """The context every log line of this call carries (callers copy it, never edit it)."""
         fields = self._log_fields
         if fields is None:
-            uid = str(self.pod.get("metadata", {}).get("uid", "")) if self.pod is not None else ""
+            uid = pod_uid(self.pod) if self.pod is not None else ""
             fields = {"extension_point": self.export, "pod": self.pod_name, "pod_uid": uid, "phase": self.phase}
             self._log_fields = fields
         return fields
@@ -156,7 +156,7 @@ class HostFunctions:
     def define_as(self, define: Callable[..., None], module: str, name: str, as_module: str) -> None:
         """Define the ABI host function `module`.`name` under the module name `as_module`."""
         params, results = HOST_IMPORTS[(module, name)]
-        define(as_module, name, params, results, getattr(self, _METHODS[name]))
+        define(as_module, name, params, results, getattr(self, ABI_METHODS[name]))
 
     # --- k8s.io/api --------------------------------------------------------------------
 
@@ -328,9 +328,13 @@ class HostFunctions:
 
     def severity(self) -> int:
         """The least severity a line must have to be written: the plugin's `logSeverity`,
-        raised to the least klog severity the runtime's log lets through. The SDKs read it
-        once and skip formatting a line below it, so a line nobody would see costs the
-        guest nothing (docs/abi-notes.md)."""
+        raised, once the program has configured the runtime's log (the CLI does), to the
+        least klog severity that log lets through. The SDKs read it once, when the instance
+        starts, and skip formatting a line below it, so a line nobody would see costs the
+        guest nothing (docs/abi-notes.md). A program that has not configured the log may
+        still change its levels later: it gets `logSeverity` alone."""
+        if not logging_configured():
+            return self.log_severity
         for severity in range(max(self.log_severity, 0), len(_KLOG_LEVEL_NUMBERS)):
             if enabled(self.log, _KLOG_LEVEL_NUMBERS[severity]):
                 return severity
@@ -394,7 +398,7 @@ _RESERVED = frozenset(
 )
 
 #: ABI name -> method of HostFunctions.
-_METHODS: dict[str, str] = {
+ABI_METHODS: dict[str, str] = {
     "node": "node",
     "nodeList": "node_list",
     "currentPod": "current_pod",
@@ -417,4 +421,4 @@ _METHODS: dict[str, str] = {
     "log": "klog",
     "logs": "klogs",
 }
-assert set(_METHODS) == {name for _module, name in HOST_IMPORTS}
+assert set(ABI_METHODS) == {name for _module, name in HOST_IMPORTS}

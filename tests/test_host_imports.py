@@ -558,6 +558,14 @@ def test_severity_is_the_configured_log_severity(severity: int, make_instance: C
     assert run(inst, h, "filter", Script().op("severity")) == [severity]
 
 
+def test_severity_is_the_log_severity_while_the_log_is_not_configured(
+        make_instance: Callable[..., GuestInstance], h: RecordingHandle, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library user may set the standard library's levels after instances start."""
+    monkeypatch.setattr(structlog, "is_configured", lambda: False)
+    inst = make_instance(log_severity=0)
+    assert run(inst, h, "filter", Script().op("severity")) == [0]
+
+
 @pytest.mark.parametrize(("log_level", "log_severity", "expected"), [
     (logging.WARNING, 0, 1),   # info lines would be dropped: the guest need not format them
     (logging.WARNING, 2, 2),   # logSeverity above the log's level wins

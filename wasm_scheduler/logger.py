@@ -40,6 +40,12 @@ INFO = logging.INFO
 logging.getLogger(ROOT_LOGGER).addHandler(logging.NullHandler())
 
 
+def logging_configured() -> bool:
+    """Has the program configured structlog (the CLI does, with
+    `adapters.logs.configure_logging`)? Until then lines go to the standard library."""
+    return structlog.is_configured()
+
+
 def get_logger(name: str) -> Any:
     """The logger of one part of the package (``"actors.guest"``, ``"registry"``, a module's ``__name__``)."""
     return PackageLogger(name)
@@ -62,7 +68,7 @@ class PackageLogger:
         self._structlog = structlog.get_logger(name)
 
     def _target(self) -> Any:
-        return self._structlog if structlog.is_configured() else _standard(self.name)
+        return self._structlog if logging_configured() else _standard(self.name)
 
     def bind(self, **values: Any) -> Any:
         """A logger carrying `values` on every line, resolved now (structlog's, or the standard library's)."""
