@@ -209,7 +209,7 @@ class JsonLine:
         if second != cached_second:
             text = datetime.datetime.fromtimestamp(second, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S")
             self._second = (second, text)
-        return f"{text}.{int((now - second) * 1_000_000):06d}+00:00"
+        return f"{text}.{int((now - second) * 1_000_000):06d}Z"
 
     def __call__(self, _logger: object, _method: str, event_dict: MutableMapping[str, Any]) -> str:
         event_dict["timestamp"] = self._timestamp()
