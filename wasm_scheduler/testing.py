@@ -55,6 +55,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from wasm_scheduler.vocabulary import KubeObject
+
 if TYPE_CHECKING:
     from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
     from wasm_scheduler.framework_api import Status
@@ -73,7 +75,6 @@ __all__ = [
     "wasm_logs",
 ]
 
-KubeObject = Mapping[str, Any]
 
 #: What `node` gives a node when no capacity is named.
 DEFAULT_CAPACITY: Mapping[str, str] = {"cpu": "4", "memory": "8Gi", "pods": "110"}

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from wasm_scheduler.adapters.benchmarks.throughput import _machine
+from wasm_scheduler.adapters.benchmarks.throughput import machine_facts
 from wasm_scheduler.adapters.benchmarks.workload import NAMESPACE, node, pod
 from wasm_scheduler.adapters.framework.cluster import Cluster, cluster_from_objects
 from wasm_scheduler.adapters.framework.config import API_VERSION, KIND, SchedulerConfig, config_from_dict
@@ -168,7 +168,7 @@ def measure(nodes: int, pods: int, rounds: int = 1, group: int = 10,
     return {
         "workload": {"nodes": nodes, "pods": pods, "constrained": pods // 2, "group": group, "zones": ZONES,
                      "namespace": NAMESPACE, "rounds": rounds},
-        "machine": _machine(),
+        "machine": machine_facts(),
         "seconds": {variant: [round(rnd.seconds, 2) for rnd in rounds_] for variant, rounds_ in results.items()},
         "per_pod_us": {variant: {half: {"pods": h.pods, "scheduled": h.scheduled, "mean": round(h.mean_us, 1),
                                         "p50": round(h.p50_us, 1), "cpu": round(h.cpu_us, 1)}

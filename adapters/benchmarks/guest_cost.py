@@ -43,19 +43,19 @@ from pathlib import Path
 from typing import Any
 
 from wasm_scheduler.actors.guest_instance import GuestInstance
-from wasm_scheduler.actors.host_functions import _METHODS as HOST_FUNCTION_METHODS
-from wasm_scheduler.actors.host_functions import HostFunctions
-from wasm_scheduler.adapters.benchmarks.throughput import _machine, guest_path
+from wasm_scheduler.actors.host_functions import ABI_METHODS, HostFunctions
+from wasm_scheduler.adapters.benchmarks.throughput import guest_path, machine_facts
 from wasm_scheduler.adapters.benchmarks.workload import Workload, documents
 from wasm_scheduler.adapters.framework.cluster import Cluster, cluster_from_objects
 from wasm_scheduler.adapters.framework.config import API_VERSION, KIND, config_from_dict
 from wasm_scheduler.adapters.framework.simulation import simulate
-from wasm_scheduler.adapters.logs import FORMATS, LEVELS, configure_logging
+from wasm_scheduler.adapters.logs import DEFAULT_FORMAT, DEFAULT_LEVEL, FORMATS, LEVELS, configure_logging
 from wasm_scheduler.registry.compiler import GuestCompiler
+from wasm_scheduler.registry.guest_abi import EXPORT_RESULTS
 
-#: The instance's extension points (GuestInstance methods) whose CPU counts as the guest's.
-EXTENSION_POINTS = ("prefilter", "filter", "postfilter", "prescore", "score", "normalizescore", "reserve",
-                    "unreserve", "permit", "prebind", "bind", "postbind", "addpod", "removepod", "enqueue")
+#: The instance's extension points (GuestInstance methods, named as the exports) whose CPU
+#: counts as the guest's.
+EXTENSION_POINTS: tuple[str, ...] = tuple(EXPORT_RESULTS)
 #: The name of the run without a guest.
 BASELINE = "none"
 
@@ -93,7 +93,7 @@ def timed_calls() -> Iterator[CallTimes]:
     times = CallTimes()
     originals: list[tuple[type, str, Any]] = []
     targets: list[tuple[type, str, str]] = [(GuestInstance, f"point:{name}", name) for name in EXTENSION_POINTS]
-    targets += [(HostFunctions, f"host:{abi}", method) for abi, method in HOST_FUNCTION_METHODS.items()]
+    targets += [(HostFunctions, f"host:{abi}", method) for abi, method in ABI_METHODS.items()]
     try:
         for cls, key, name in targets:
             original = cls.__dict__[name]
@@ -191,14 +191,15 @@ def _guest_argument(text: str) -> tuple[str, Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--nodes", type=int, default=500)
-    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--nodes", type=int, default=Workload().nodes)
+    parser.add_argument("--pods", type=int, default=Workload().pods)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--guest", action="append", type=_guest_argument, metavar="NAME=GUEST.wasm",
                         help="a guest enabled as NodeNumber is (repeat it; default: the project's example)")
-    parser.add_argument("--log-level", choices=LEVELS, default="warning",
-                        help="least severe line written (default: warning, as the CLI's)")
-    parser.add_argument("--log-format", choices=FORMATS, default="console", help="as the CLI's (default: console)")
+    parser.add_argument("--log-level", choices=LEVELS, default=DEFAULT_LEVEL,
+                        help=f"least severe line written (default: {DEFAULT_LEVEL}, as the CLI's)")
+    parser.add_argument("--log-format", choices=FORMATS, default=DEFAULT_FORMAT,
+                        help=f"as the CLI's (default: {DEFAULT_FORMAT})")
     parser.add_argument("--output", choices=("table", "json"), default="table")
     args = parser.parse_args(argv)
     if args.nodes < 1 or args.pods < 1 or args.rounds < 1:
@@ -208,9 +209,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{BASELINE!r} names the run without a guest: give the guest another name")
     configure_logging(args.log_level, args.log_format)
     workload = Workload(nodes=args.nodes, init_pods=args.nodes, pods=args.pods)
-    costs = measure(guests, workload, args.rounds, lambda line: print(line, file=sys.stderr, flush=True))
+    # Progress goes to a terminal only: stderr may be the log stream (`--log-format json`).
+    progress = ((lambda line: print(line, file=sys.stderr, flush=True)) if sys.stderr.isatty()
+                else (lambda _line: None))
+    costs = measure(guests, workload, args.rounds, progress)
     if args.output == "json":
-        print(json.dumps({"machine": _machine(), "workload": asdict(workload), "log_level": args.log_level,
+        print(json.dumps({"machine": machine_facts(), "workload": asdict(workload), "log_level": args.log_level,
                           "log_format": args.log_format,
                           "costs": [asdict(cost) for cost in costs]}, indent=2))
         return 0

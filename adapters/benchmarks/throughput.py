@@ -238,7 +238,8 @@ def _target(value: float | None, target: float, op: str, unit: str = "",
     return figure
 
 
-def _machine() -> dict[str, Any]:
+def machine_facts() -> dict[str, Any]:
+    """The machine a figure was measured on: CPUs, platform, Python, wasmtime."""
     try:
         wasmtime_version = metadata.version("wasmtime")
     except metadata.PackageNotFoundError:  # pragma: no cover - wasmtime is a dependency
@@ -385,7 +386,7 @@ def run_bench(workload: Workload, rounds: int = DEFAULT_ROUNDS, progress: Progre
                          "rounds": rounds, "percentage_of_nodes_to_score": "default (kube-scheduler's adaptive)",
                          "call_path": "fast" if compiler.fast_calls else "public API", "cpus_used": cpus,
                          "extender_metrics": "on and off" if compare_metrics else "on"},
-            "machine": _machine(),
+            "machine": machine_facts(),
         }
         doc.update(throughput_figures(results))
         call = call_overhead(compiler)

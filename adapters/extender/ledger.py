@@ -1,9 +1,13 @@
 """CycleLedger: where each pod's cycle is in the extender, and until when.
 
 This module owns the extender's one record of the pods in flight, which
-`ExtenderService` (`adapters/extender/service.py`) makes and alone calls. Every change
+`ExtenderService` (`adapters/extender/service.py`) makes and alone calls. Every move
 is one method, one locked step, so no two HTTP threads (nor the bind sweeper) see a
-pod half-moved. A served pod's cycle (`PodCycle`) is in one of three places:
+pod half-moved. What a cycle's verbs learn (its PreFilter answer and state, the nodes
+its filter passed, a failed prioritize) the verb serving it writes on its `PodCycle`:
+kube-scheduler sends one pod's verbs one after another, and the ledger's lock, taken
+by the next move, orders those writes before its reads. A served pod's cycle is in one
+of three places:
 
 | place        | what it means                                   | until                            |
 |--------------|-------------------------------------------------|----------------------------------|

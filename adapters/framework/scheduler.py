@@ -403,14 +403,14 @@ class Scheduler:
         self._next_start_node_index = (start + processed) % count
         return feasible, rejected, Status()
 
-    def _select_host(self, table: ScoreTable, pod_key: str) -> str:
+    def _select_host(self, table: ScoreTable, pod_name: str) -> str:
         """The highest total score; ties broken at random (seeded), by reservoir sampling; or
         the options' `choose_host`."""
         choose = self.options.choose_host
         if choose is not None:
-            chosen = choose(pod_key, table.names, table.totals())
+            chosen = choose(pod_name, table.names, table.totals())
             if chosen not in table.names:
-                raise ValueError(f"choose_host chose {chosen!r} for {pod_key}, not a scored node")
+                raise ValueError(f"choose_host chose {chosen!r} for {pod_name}, not a scored node")
             return chosen
         best = ""
         best_total = -1

@@ -119,10 +119,10 @@ def compare_scores(folder: Path, extender_plugins: frozenset[str] = frozenset({"
     scheduler_box: list[Scheduler] = []
     initial: set[tuple[str, str]] = set()
 
-    def choose_host(pod_key: str, names: Sequence[str], totals: Sequence[int]) -> str:
+    def choose_host(pod_name: str, names: Sequence[str], totals: Sequence[int]) -> str:
         view = scheduler_box[0].snapshot.view
-        seen_before[pod_key] = frozenset((p.key, n.name) for n in view.node_infos for p in n.pods) - initial
-        wanted = kube.bound.get(pod_key)
+        seen_before[pod_name] = frozenset((p.key, n.name) for n in view.node_infos for p in n.pods) - initial
+        wanted = kube.bound.get(pod_name)
         if wanted is not None and wanted in names:
             return wanted
         best = max(totals)

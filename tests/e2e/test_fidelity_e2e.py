@@ -73,13 +73,13 @@ def simulate_following(snapshot: Path, config: dict[str, Any], real: dict[str, V
     best nodes (all those sharing the top score) are recorded in `top`, and the pod is then
     assumed where kube-scheduler bound it, when simulate found that node feasible."""
 
-    def choose_host(pod_key: str, names: Sequence[str], totals: Sequence[int]) -> str:
+    def choose_host(pod_name: str, names: Sequence[str], totals: Sequence[int]) -> str:
         best = max(totals)
-        top[pod_key.rpartition("/")[2]] = [n for n, t in zip(names, totals, strict=True) if t == best]
-        wanted = real.get(pod_key.rpartition("/")[2])
+        top[pod_name.rpartition("/")[2]] = [n for n, t in zip(names, totals, strict=True) if t == best]
+        wanted = real.get(pod_name.rpartition("/")[2])
         if wanted is not None and wanted.node in names:
             return wanted.node
-        return top[pod_key.rpartition("/")[2]][0]
+        return top[pod_name.rpartition("/")[2]][0]
 
     options = SchedulerOptions(choose_host=choose_host)
     with Scheduler(config_from_dict(config, str(snapshot.parent / "simulate-config.yaml")), load_cluster(snapshot),
