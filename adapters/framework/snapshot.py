@@ -162,16 +162,30 @@ class NodeInfo:
 class SnapshotView:
     """The nodes one scheduling cycle sees; never changes once taken."""
 
-    def __init__(self, nodes: Sequence[NodeInfo], generation: int,
+    def __init__(self, nodes: Sequence[NodeInfo] | Mapping[str, NodeInfo], generation: int,
                  affinity_nodes: tuple[tuple[NodeInfo, ...], tuple[NodeInfo, ...]] | None = None) -> None:
-        """`affinity_nodes`: (`nodes_with_pod_affinity`, `nodes_with_required_anti_affinity`)
-        when the caller keeps them (`Snapshot` does); None: found on first use."""
-        self.node_infos: tuple[NodeInfo, ...] = tuple(nodes)
+        """`nodes`: the NodeInfos, or a map of them by name (`Snapshot`'s own: copied in C,
+        which matters when a view is taken per pod of a large cluster). `affinity_nodes`:
+        (`nodes_with_pod_affinity`, `nodes_with_required_anti_affinity`) when the caller
+        keeps them (`Snapshot` does); None: found on first use."""
+        if isinstance(nodes, Mapping):
+            self.node_infos: tuple[NodeInfo, ...] = tuple(nodes.values())
+            self._by_name = dict(nodes)
+        else:
+            self.node_infos = tuple(nodes)
+            self._by_name = {info.name: info for info in self.node_infos}
         self.generation = generation
-        self._by_name = {info.name: info for info in self.node_infos}
-        self.node_dicts: tuple[KubeObject, ...] = tuple(info.node for info in self.node_infos)
+        self._node_dicts: tuple[KubeObject, ...] | None = None
         self._image_nodes: dict[str, int] | None = None
         self._affinity_nodes = affinity_nodes
+
+    @property
+    def node_dicts(self) -> tuple[KubeObject, ...]:
+        """Each node's object (made on first use: only a guest's `nodeList` asks)."""
+        found = self._node_dicts
+        if found is None:
+            found = self._node_dicts = tuple(info.node for info in self.node_infos)
+        return found
 
     def __len__(self) -> int:
         return len(self.node_infos)
@@ -251,7 +265,7 @@ class Snapshot:
             return self._view
 
     def _new_view(self) -> SnapshotView:
-        return SnapshotView(tuple(self._nodes.values()), self._generation,
+        return SnapshotView(self._nodes, self._generation,
                             (tuple(self._with_affinity.values()), tuple(self._with_required_anti_affinity.values())))
 
     def _index_affinity(self, info: NodeInfo) -> None:
