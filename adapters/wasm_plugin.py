@@ -365,7 +365,7 @@ class WasmPlugin:
             self._broken(answer.instance_id, f"host error (error id {error_id})")
         return self._error(f"wasm plugin {self.name}: internal error in {invoke.point} (error id {error_id})")
 
-    def _exports(self, export: str) -> bool:
+    def _exports(self, export: Export) -> bool:
         return export in self.guest.exports
 
     # --- scheduling cycle --------------------------------------------------------------

@@ -53,7 +53,7 @@ from wasm_scheduler.adapters.framework.results import (
 )
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo, SnapshotView
 from wasm_scheduler.adapters.framework.waiting_pods import WaitingPod
-from wasm_scheduler.framework_api import SUCCESS, ClusterEvent, Code, Status
+from wasm_scheduler.framework_api import SUCCESS, ClusterEvent, Code, Cycle, Status
 from wasm_scheduler.logger import get_logger
 from wasm_scheduler.registry.compiler import GuestCompiler
 
@@ -560,7 +560,7 @@ class Scheduler:
     # --- outcomes ----------------------------------------------------------------------
 
     def _record(self, item: QueuedPod, status: PodStatus, reason: str, trace: CycleTrace | None,
-                phase: str = "scheduling") -> None:
+                phase: Cycle = "scheduling") -> None:
         with self._lock:
             outcome = self._outcomes[item.info.uid]
             outcome.status = status
@@ -589,7 +589,7 @@ class Scheduler:
         self._retry(item, plugins, requeue=helped)
 
     def _fail(self, item: QueuedPod, status: Status, plugins: set[str], trace: CycleTrace | None,
-              phase: str = "scheduling") -> None:
+              phase: Cycle = "scheduling") -> None:
         """An Error: reported as is, not retried (kube-scheduler would retry it after a backoff)."""
         text = status.reason or status.code.label
         if status.code != Code.ERROR:
