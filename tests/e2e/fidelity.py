@@ -111,6 +111,10 @@ class Verdict:
     message: str = ""
     #: simulate's nodes sharing the best score (empty for kube-scheduler's verdicts).
     top: frozenset[str] = frozenset()
+    #: kube-scheduler's reasons at each attempt of a pending pod: it retries an unschedulable
+    #: pod when the cluster changes, and a later attempt may find a node failing an earlier
+    #: filter (full by then) where simulate, which tries each pod once, saw the first attempt's.
+    attempts: tuple[frozenset[str], ...] = ()
 
 
 _COUNTED = re.compile(r"^\d+ ")
@@ -156,7 +160,8 @@ def compare(real: Mapping[str, Verdict], simulated: Mapping[str, Verdict]) -> Co
         elif theirs.node is not None and theirs.node in (mine.top or {mine.node}):
             # `top`, not `node`: a replay assumes each pod where kube-scheduler bound it.
             result.same.append(pod)
-        elif theirs.node is None and mine.node is None and theirs.reasons == mine.reasons:
+        elif theirs.node is None and mine.node is None and (
+                mine.reasons == theirs.reasons or mine.reasons in theirs.attempts):
             result.both_unschedulable.append(pod)
         else:
             result.differ.append(f"{pod}: kube-scheduler {_show(theirs)}; simulate {_show(mine)}")

@@ -48,13 +48,16 @@ def snapshot_as_kubectl_reads_it(harness: Harness, path: Path) -> None:
 
 
 def real_verdicts(harness: Harness, names: Sequence[str]) -> dict[str, Verdict]:
-    """Each pod bound by kube-scheduler, or pending with its last FailedScheduling message."""
+    """Each pod bound by kube-scheduler, or pending with its last FailedScheduling message
+    (and the reasons of every attempt, one event each)."""
     placements = harness.cluster.placements()
     messages: dict[str, tuple[str, str]] = {}
+    attempts: dict[str, set[frozenset[str]]] = {}
     for event in harness.cluster.events():
         if event.get("reason") == "FailedScheduling":
             name = event["involvedObject"]["name"]
             stamp = str(event.get("lastTimestamp") or event.get("eventTime") or "")
+            attempts.setdefault(name, set()).add(fit_reasons(str(event.get("message", ""))))
             if name not in messages or stamp >= messages[name][0]:
                 messages[name] = (stamp, str(event.get("message", "")))
     verdicts = {}
@@ -63,7 +66,8 @@ def real_verdicts(harness: Harness, names: Sequence[str]) -> dict[str, Verdict]:
             verdicts[name] = Verdict(placements[name])
         else:
             message = messages.get(name, ("", ""))[1]
-            verdicts[name] = Verdict(None, fit_reasons(message), message)
+            verdicts[name] = Verdict(None, fit_reasons(message), message,
+                                     attempts=tuple(sorted(attempts.get(name, ()), key=sorted)))
     return verdicts
 
 
