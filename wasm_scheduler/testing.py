@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from wasm_scheduler.vocabulary import KubeObject
+from wasm_scheduler.vocabulary import EmptyHandle, KubeObject
 
 if TYPE_CHECKING:
     from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
@@ -149,16 +149,15 @@ def _name_of(obj: KubeObject) -> str:
     return str(obj.get("metadata", {}).get("name", ""))
 
 
-class NodesHandle:
+class NodesHandle(EmptyHandle):
     """The framework handle of a test: serves the given nodes to the guest
     (``k8s.io/api.node``, ``nodeList``, ``nodeImageStates``), keeps the events the guest
-    records, and has no waiting pods."""
+    records (``events``: ``handle.eventrecorder.eventf``, decoded), and has no waiting pods."""
 
     def __init__(self, nodes: Sequence[KubeObject]) -> None:
+        super().__init__()
         self.nodes: tuple[KubeObject, ...] = tuple(nodes)
         self._by_name = {_name_of(n): n for n in self.nodes}
-        #: Events the guest recorded (``handle.eventrecorder.eventf``), decoded.
-        self.events: list[Mapping[str, Any]] = []
 
     def get_node(self, name: str) -> KubeObject | None:
         return self._by_name.get(name)
@@ -175,15 +174,6 @@ class NodesHandle:
             for image in _images(other):
                 counts[image] = counts.get(image, 0) + 1
         return {image: {"Size": size, "NumNodes": counts[image]} for image, size in _images(found).items()}
-
-    def record_event(self, event: Mapping[str, Any]) -> None:
-        self.events.append(event)
-
-    def get_waiting_pod(self, uid: str) -> KubeObject | None:
-        return None
-
-    def reject_waiting_pod(self, uid: str, plugin: str, reason: str) -> bool:
-        return False
 
 
 def _images(node_obj: KubeObject) -> dict[str, int]:
