@@ -30,7 +30,7 @@ from wasm_scheduler.adapters.framework.errors import UserError
 from wasm_scheduler.adapters.framework.framework import Framework, NodeT
 from wasm_scheduler.adapters.framework.handle import SchedulerHandle
 from wasm_scheduler.adapters.framework.plugins import IN_TREE, UPSTREAM_ONLY, Plugin, PluginContext, PluginFactory
-from wasm_scheduler.adapters.framework.plugins.default_binder import DefaultBinder
+from wasm_scheduler.adapters.framework.plugins.base import NativePlugin
 from wasm_scheduler.adapters.framework.snapshot import NodeInfo
 from wasm_scheduler.adapters.wasm_plugin import WasmPlugin
 from wasm_scheduler.framework_api import CONFIG_POINTS
@@ -149,8 +149,10 @@ def _place(framework: Framework[Any], profile: ProfileConfig, partial: bool = Fa
         raise UserError(f"{profile.where}: plugins: at least one bind plugin is needed")
 
 
-#: The in-tree plugins that bind (and never skip a pod).
-IN_TREE_BINDERS = frozenset({DefaultBinder.NAME})
+#: The in-tree plugins that bind (DefaultBinder: it never skips a pod).
+IN_TREE_BINDERS = frozenset(name for name, factory in IN_TREE.items()
+                            if isinstance(factory, type) and issubclass(factory, NativePlugin)
+                            and factory.bind is not NativePlugin.bind)
 
 
 def enabled_wasm_plugins(profile: ProfileConfig) -> list[PluginRef]:
