@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.test_extender_probe_fixes import RecordingBinder, binding, close_all, pod, whole
+from tests.test_extender_probe_fixes import RecordingBinder, binding, close_all, pod, whole, write_config
 from wasm_scheduler.adapters.extender.command import load_profiles
 from wasm_scheduler.adapters.extender.service import ExtenderService, ServedProfile
 from wasm_scheduler.adapters.framework.config import load_config
@@ -32,12 +31,9 @@ SAYS_BOUND = """
 def _profiles(tmp_path: Path, compiler: GuestCompiler, plugins: dict[str, Any]) -> list[ServedProfile]:
     guest = tmp_path / "says-bound.wat"
     guest.write_text(SAYS_BOUND)
-    config = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-              "profiles": [{"schedulerName": "default-scheduler", "plugins": plugins,
-                            "pluginConfig": [{"name": "SaysBound", "args": {"guestURL": str(guest)}}]}]}
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return load_profiles(load_config(path), compiler)
+    profile = {"schedulerName": "default-scheduler", "plugins": plugins,
+               "pluginConfig": [{"name": "SaysBound", "args": {"guestURL": str(guest)}}]}
+    return load_profiles(load_config(write_config(tmp_path, [profile])), compiler)
 
 
 MULTIPOINT = {"multiPoint": {"enabled": [{"name": "SaysBound"}]}}

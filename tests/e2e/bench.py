@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from tests.e2e.cluster import NODENUMBER_WASM, ControlPlane, ExtenderEntry, Harness, build_binaries, wasm_plugin_config
 from tests.e2e.process import ManagedProcess, wait_for
@@ -128,11 +129,11 @@ def prepare(harness: Harness, workload: Workload) -> list[dict[str, object]]:
     return [p for p in pods if not p["spec"].get("nodeName")]  # type: ignore[union-attr]
 
 
-def wasm_plugin_profiles(guest: Path) -> list[dict[str, object]]:
-    """kube-scheduler's profile for the SIG project's wasm plugin: NodeNumber at every point."""
-    return [{"schedulerName": "default-scheduler",
-             "plugins": {"multiPoint": {"enabled": [{"name": "NodeNumber", "weight": 1}]}},
-             "pluginConfig": [{"name": "NodeNumber", "args": {"guestURL": guest.resolve().as_uri()}}]}]
+def wasm_plugin_profiles(guest: Path) -> list[dict[str, Any]]:
+    """kube-scheduler's profile for the SIG project's wasm plugin: NodeNumber at every point
+    (the extender's own configuration, with the guest as a file:// URL, as that plugin reads it)."""
+    profiles: list[dict[str, Any]] = wasm_plugin_config({"NodeNumber": guest.resolve().as_uri()})["profiles"]
+    return profiles
 
 
 def run_cluster_round(harness: Harness, variant: str, workload: Workload, guest: Path = NODENUMBER_WASM,

@@ -330,7 +330,7 @@ def scheduler_config(kubeconfig: Path, extenders: Sequence[ExtenderEntry],
     return config
 
 
-def wasm_plugin_config(plugins: Mapping[str, Path], scheduler_name: str = "default-scheduler",
+def wasm_plugin_config(plugins: Mapping[str, Path | str], scheduler_name: str = "default-scheduler",
                        weights: Mapping[str, int] | None = None,
                        extra_args: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The extender's own configuration: one profile enabling each wasm plugin through multiPoint."""
