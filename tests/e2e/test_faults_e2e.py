@@ -29,8 +29,10 @@ def assert_bound_once_where_the_guest_says(harness: Harness, extender: ExtenderP
                                           killed_mid_bind: bool = False) -> None:
     """Every pod bound where NodeNumber says, its Binding created once by the extender.
     `killed_mid_bind`: a SIGKILLed extender may have created Bindings without living to log
-    them; each such pod must be one whose bind call kube-scheduler saw fail and then found
-    bound ("Pod has been assigned to node. Abort adding it back to queue.")."""
+    them; each such pod must be one whose bind call kube-scheduler saw fail at the kill
+    ("Failed to bind pod"). kube-scheduler then finds it bound: at once ("Pod has been
+    assigned to node. Abort adding it back to queue.") when its informer has seen the
+    Binding already, or later, when the pod's update takes it out of the queue (no line)."""
     bound = harness.cluster.wait_bound(names, timeout_s=300)
     wrong = {pod: node for pod, node in bound.items() if digit_of(pod) != digit_of(node)}
     assert not wrong, f"bound against the guest's score: {sorted(wrong.items())[:10]}"
@@ -41,7 +43,7 @@ def assert_bound_once_where_the_guest_says(harness: Harness, extender: ExtenderP
         scheduler_log = "\n".join(p.log_path.read_text(errors="replace") for p in harness.processes
                                   if p.name.startswith("kube-scheduler"))
         unlogged = {pod for pod in unlogged if not re.search(
-            rf'Abort adding it back to queue\." pod="default/{re.escape(pod)}"', scheduler_log)}
+            rf'"Failed to bind pod" pod="default/{re.escape(pod)}"', scheduler_log)}
     assert not unlogged, f"not bound by the extender: {sorted(unlogged)[:10]}"
     scheduled = Counter(e["involvedObject"]["name"] for e in harness.cluster.events()
                         if e.get("reason") == "Scheduled")
